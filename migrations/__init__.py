@@ -1,0 +1,1 @@
+"""Alembic migrations of the harnessrl schema (one head)."""

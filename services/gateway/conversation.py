@@ -1,0 +1,122 @@
+"""The provider-neutral types every gateway module speaks.
+
+A provider adapter (``services/gateway/providers/<api>.py``) turns a vendor request body into one
+``Conversation`` (``parse``) and turns the core's answer back into the vendor's shape: a JSON body from one
+``Completion`` (``render``), or the vendor's SSE event sequence from a stream of ``StreamEvent``s
+(``render_stream``). The core (chat formatting, splice, sampling, capture) never knows which vendor it serves.
+
+Normalization rules the adapters keep:
+- roles are ``system``, ``user``, ``assistant``, ``tool``; ``developer`` becomes ``system``; an Anthropic
+  ``role: system`` inside ``messages`` stays a system message at its position (recorded in ``notes``);
+- text content is a plain string (content-part lists are joined); non-text parts are recorded in ``notes``;
+- an assistant tool call carries ``arguments`` as the parsed JSON object for function tools (so an echo that
+  re-serializes the JSON compares equal) and as the raw string for ``custom`` (freeform grammar) tools;
+- ``cache_control`` and other transport-only fields are dropped (recorded in ``notes`` when unusual).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+ProviderApi = Literal["openai_chat", "openai_responses", "anthropic_messages", "gemini"]
+FinishReason = Literal["stop", "length", "tool_calls"]
+
+
+@dataclass
+class ToolSpec:
+    """A tool offered to the model. ``kind='custom'`` is a freeform-input tool (Codex ``apply_patch``)."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=dict)
+    kind: Literal["function", "custom"] = "function"
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any] | str = field(default_factory=dict)
+    kind: Literal["function", "custom"] = "function"
+
+
+@dataclass
+class Message:
+    role: Role
+    content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None
+    reasoning: str | None = None
+
+
+@dataclass
+class Conversation:
+    """One provider request, normalized."""
+
+    provider_api: ProviderApi
+    messages: list[Message]
+    tools: list[ToolSpec] = field(default_factory=list)
+    model: str = ""
+    stream: bool = False
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: list[str] = field(default_factory=list)
+    tool_choice: str | dict[str, Any] | None = None
+    include_usage: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Completion:
+    """What the model produced for one call, in neutral form."""
+
+    id: str
+    model: str
+    text: str = ""
+    reasoning: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: FinishReason = "stop"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    parse_error: str | None = None
+
+
+@dataclass
+class TextDelta:
+    text: str
+
+
+@dataclass
+class ReasoningDelta:
+    text: str
+
+
+@dataclass
+class ToolCallEvent:
+    """A whole tool call, emitted when its block closes in the sampled text."""
+
+    call: ToolCall
+
+
+@dataclass
+class Finish:
+    """Last event of a stream; carries the complete ``Completion``."""
+
+    completion: Completion
+
+
+StreamEvent = TextDelta | ReasoningDelta | ToolCallEvent | Finish
+
+
+class ProviderError(Exception):
+    """A request the gateway refuses; adapters render it in the caller's error shape with ``status``."""
+
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.kind = kind

@@ -1,0 +1,110 @@
+"""Redis streams and channels: the ``groups`` stream, the ``weights`` channel, the served policy version.
+
+Redis carries events only; Postgres can rebuild every stream (``groups`` rows with status ``complete`` and no
+``consumed_at``). Concurrency model: any number of graders append to a run's groups stream; one learner per run
+reads it through the consumer group ``learner``. A consumer that dies before acking leaves its entries pending;
+``GroupStreamConsumer.read`` first claims entries idle longer than ``claim_idle_ms`` (XAUTOCLAIM), so another
+consumer picks them up. Acks happen only after the learner's step has committed; the learner skips a group whose
+row is already ``consumed`` so a redelivered entry is never trained twice.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+GROUPS_CONSUMER_GROUP = "learner"
+WEIGHTS_CHANNEL = "harnessrl:weights"
+POLICY_VERSION_KEY = "harnessrl:policy_version"
+
+
+def groups_stream(run_id: str) -> str:
+    return f"harnessrl:groups:{run_id}"
+
+
+def connect(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, decode_responses=True)
+
+
+@dataclass(frozen=True)
+class GroupEntry:
+    entry_id: str
+    run_id: str
+    group_id: str
+    fields: dict[str, str]
+
+
+def append_group(r: redis.Redis, run_id: str, group_id: str, **fields: Any) -> str:
+    """Append a complete group to its run's stream; returns the stream entry id."""
+    payload = {"run_id": run_id, "group_id": group_id, **{k: str(v) for k, v in fields.items()}}
+    return str(r.xadd(groups_stream(run_id), payload))  # type: ignore[arg-type]
+
+
+class GroupStreamConsumer:
+    """One learner's view of a run's ``groups`` stream (consumer group ``learner``)."""
+
+    def __init__(self, r: redis.Redis, run_id: str, consumer: str, claim_idle_ms: int = 30_000) -> None:
+        self.r = r
+        self.run_id = run_id
+        self.stream = groups_stream(run_id)
+        self.consumer = consumer
+        self.claim_idle_ms = claim_idle_ms
+        try:
+            r.xgroup_create(self.stream, GROUPS_CONSUMER_GROUP, id="0", mkstream=True)
+        except redis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    def _entries(self, raw: list[Any]) -> list[GroupEntry]:
+        out = []
+        for entry_id, fields in raw:
+            if fields is None:  # deleted while pending
+                continue
+            out.append(
+                GroupEntry(entry_id, fields.get("run_id", self.run_id), fields.get("group_id", ""), fields)
+            )
+        return out
+
+    def claim_stale(self, count: int = 100) -> list[GroupEntry]:
+        """Take over entries another consumer read but never acked within ``claim_idle_ms``."""
+        result = self.r.xautoclaim(
+            self.stream, GROUPS_CONSUMER_GROUP, self.consumer, self.claim_idle_ms, start_id="0-0", count=count
+        )
+        return self._entries(result[1])  # type: ignore[index]
+
+    def own_pending(self, count: int = 100) -> list[GroupEntry]:
+        """Entries this consumer read before (e.g. before a restart) and has not acked."""
+        raw = self.r.xreadgroup(GROUPS_CONSUMER_GROUP, self.consumer, {self.stream: "0"}, count=count)
+        return self._entries(raw[0][1]) if raw else []  # type: ignore[index]
+
+    def read(self, count: int = 10, block_ms: int | None = 1000) -> list[GroupEntry]:
+        entries = self.own_pending(count) or self.claim_stale(count)
+        if entries:
+            return entries
+        raw = self.r.xreadgroup(
+            GROUPS_CONSUMER_GROUP, self.consumer, {self.stream: ">"}, count=count, block=block_ms
+        )
+        return self._entries(raw[0][1]) if raw else []  # type: ignore[index]
+
+    def ack(self, entry_ids: list[str]) -> int:
+        if not entry_ids:
+            return 0
+        return int(self.r.xack(self.stream, GROUPS_CONSUMER_GROUP, *entry_ids))  # type: ignore[arg-type]
+
+
+def publish_weights(r: redis.Redis, run_id: str, version: int, object_key: str) -> int:
+    """Tell inference services a new policy version is in the object store."""
+    message = json.dumps({"run_id": run_id, "version": version, "object_key": object_key})
+    return int(r.publish(WEIGHTS_CHANNEL, message))  # type: ignore[arg-type]
+
+
+def set_policy_version(r: redis.Redis, version: int, served_by: str = "") -> None:
+    r.hset(POLICY_VERSION_KEY, mapping={"version": version, "served_by": served_by})
+
+
+def get_policy_version(r: redis.Redis) -> int | None:
+    value = r.hget(POLICY_VERSION_KEY, "version")
+    return int(value) if value is not None else None  # type: ignore[arg-type]

@@ -1,0 +1,50 @@
+"""The Celery app on Redis: queues ``rollouts`` and ``grading``, at-least-once delivery.
+
+Delivery rules (see reference/infra.md §3): a task is acknowledged only after it returns (``acks_late``), a worker
+that dies mid-task puts it back (``reject_on_worker_lost``), each worker process holds one message at a time
+(prefetch 1), the visibility timeout exceeds the longest task, and unacked messages of a dead worker are restored
+within seconds. Redelivery is therefore normal: every task must be idempotent, keyed by a business id (a rollout
+id), never by the Celery task id.
+
+Tasks are addressed by name (``RUN_ROLLOUT``, ``GRADE_ROLLOUT``), so the api enqueues work without importing the
+runner or grader packages; each worker imports its own task module.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+from kombu import Queue
+
+from shared.settings import Settings
+
+ROLLOUTS_QUEUE = "rollouts"
+GRADING_QUEUE = "grading"
+RUN_ROLLOUT = "harnessrl.run_rollout"
+GRADE_ROLLOUT = "harnessrl.grade_rollout"
+
+
+def make_celery(settings: Settings, name: str = "harnessrl", *, restore_interval_s: float = 1.0) -> Celery:
+    app = Celery(name, broker=settings.redis_url, backend=settings.redis_url)
+    longest_task_s = max(settings.rollout_timeout_s, settings.grading_timeout_s)
+    app.conf.update(
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_track_started=True,
+        result_expires=24 * 3600,
+        broker_connection_retry_on_startup=True,
+        broker_transport_options={
+            "visibility_timeout": int(longest_task_s + 300),
+            "unacked_restore_interval": restore_interval_s,
+            "unacked_restore_throttle": 1,
+        },
+        task_queues=(Queue(ROLLOUTS_QUEUE), Queue(GRADING_QUEUE)),
+        task_default_queue=ROLLOUTS_QUEUE,
+        task_routes={RUN_ROLLOUT: {"queue": ROLLOUTS_QUEUE}, GRADE_ROLLOUT: {"queue": GRADING_QUEUE}},
+        worker_hijack_root_logger=False,
+        worker_send_task_events=False,
+    )
+    return app

@@ -1,0 +1,204 @@
+"""One typed settings class for every harnessrl service.
+
+Values come from the environment (prefix ``HARNESSRL_``) or a ``.env`` file. Every service calls
+``get_settings()``; tests build ``Settings(...)`` directly. A malformed value stops the start with one line that
+names the setting (``SettingsError``), never a traceback deep inside a service.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from urllib.parse import urlparse
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class SettingsError(ValueError):
+    """A setting is malformed; the message names it and says what is expected."""
+
+
+def _default_data_dir() -> Path:
+    return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "harnessrl"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="HARNESSRL_", env_file=".env", extra="ignore")
+
+    # --- state ---------------------------------------------------------------------------------------
+    database_url: str = Field(
+        "postgresql+psycopg://postgres@127.0.0.1:5432/harnessrl",
+        description="SQLAlchemy URL of the Postgres database (psycopg 3 driver).",
+    )
+    redis_url: str = Field(
+        "redis://127.0.0.1:6379/0", description="Redis for Celery queues, streams, events."
+    )
+    object_store_url: str = Field(
+        "file://",
+        description="Where big things live: 's3://BUCKET' (with s3_endpoint) or 'file:///abs/dir' "
+        "(empty path = <data_dir>/objects).",
+    )
+    s3_endpoint: str = Field("127.0.0.1:9000", description="host:port of the S3 server for s3:// stores.")
+    s3_access_key: str = Field("minioadmin", description="S3 access key.")
+    s3_secret_key: str = Field("minioadmin", description="S3 secret key.")
+    s3_secure: bool = Field(False, description="Use HTTPS to reach the S3 server.")
+    s3_region: str = Field("us-east-1", description="S3 region name.")
+    data_dir: Path = Field(
+        default_factory=_default_data_dir, description="Logs, local objects, embedded DBs."
+    )
+    model_dir: Path | None = Field(
+        None, description="Served model directory; default <data_dir>/models/tiny."
+    )
+
+    # --- network -------------------------------------------------------------------------------------
+    host: str = Field("127.0.0.1", description="Interface the HTTP services bind.")
+    api_port: int = Field(8300, description="REST API port.")
+    gateway_port: int = Field(8301, description="Gateway TCP port.")
+    gateway_socket: Path | None = Field(
+        None, description="Gateway Unix socket; default <data_dir>/gateway.sock."
+    )
+    inference_port: int = Field(8302, description="vLLM port of the first inference replica.")
+    inference_urls: list[str] = Field(
+        default_factory=list,
+        description="Inference replicas the gateway uses; default http://host:inference_port.",
+    )
+    api_token: str = Field("dev-token", description="Bearer token of the REST API.")
+    served_model_name: str = Field("policy", description="Name vLLM serves the policy under.")
+
+    # --- limits --------------------------------------------------------------------------------------
+    max_request_bytes: int = Field(32 * 1024 * 1024, description="Largest request body the gateway accepts.")
+    max_model_len: int = Field(8192, description="Context length (prompt + completion) served.")
+    default_max_tokens: int = Field(1024, description="Completion budget when a request names none.")
+    rollout_timeout_s: float = Field(900.0, description="Wall-clock limit of one harness run.")
+    grading_timeout_s: float = Field(600.0, description="Wall-clock limit of one grading test run.")
+    sandbox_memory_bytes: int = Field(4 * 1024**3, description="Address-space limit inside sandboxes.")
+    sandbox_max_processes: int = Field(256, description="Process limit inside sandboxes.")
+    sandbox_file_size_bytes: int = Field(256 * 1024**2, description="Largest file a sandbox may write.")
+    sandbox_open_files: int = Field(1024, description="Open-file limit inside sandboxes.")
+    sandbox_uid: int = Field(10001, description="Unprivileged uid sandboxed processes run as.")
+    allow_unsandboxed: bool = Field(
+        False, description="Run harnesses without bubblewrap (recorded as unsafe)."
+    )
+    rollout_retries: int = Field(2, description="How often a crashed rollout task is retried.")
+    max_policy_lag: int = Field(2, description="Groups sampled more versions ago than this are dropped.")
+
+    # --- derived -------------------------------------------------------------------------------------
+    @property
+    def resolved_model_dir(self) -> Path:
+        return self.model_dir or self.data_dir / "models" / "tiny"
+
+    @property
+    def resolved_gateway_socket(self) -> Path:
+        return self.gateway_socket or self.data_dir / "gateway.sock"
+
+    @property
+    def resolved_inference_urls(self) -> list[str]:
+        return self.inference_urls or [f"http://{self.host}:{self.inference_port}"]
+
+    @property
+    def object_store_dir(self) -> Path:
+        path = urlparse(self.object_store_url).path
+        return Path(path) if path else self.data_dir / "objects"
+
+    # --- validation ----------------------------------------------------------------------------------
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, v: str) -> str:
+        scheme = urlparse(v).scheme
+        if not scheme.startswith("postgresql") or not (urlparse(v).hostname or "host=" in v):
+            raise ValueError("expected postgresql+psycopg://user@host:port/dbname")
+        return v
+
+    @field_validator("redis_url")
+    @classmethod
+    def _check_redis_url(cls, v: str) -> str:
+        parsed = urlparse(v)
+        if parsed.scheme not in ("redis", "rediss", "unix", "redis+socket"):
+            raise ValueError("expected redis://host:port/db or unix:///path/redis.sock")
+        if parsed.scheme in ("redis", "rediss") and not parsed.hostname:
+            raise ValueError("expected redis://host:port/db")
+        return v
+
+    @field_validator("object_store_url")
+    @classmethod
+    def _check_object_store_url(cls, v: str) -> str:
+        parsed = urlparse(v)
+        if parsed.scheme == "s3":
+            if not parsed.netloc:
+                raise ValueError("s3:// needs a bucket name, e.g. s3://harnessrl")
+        elif parsed.scheme == "file":
+            if parsed.path and not parsed.path.startswith("/"):
+                raise ValueError("file:// needs an absolute path, e.g. file:///var/lib/harnessrl/objects")
+        else:
+            raise ValueError(f"unknown object-store scheme {parsed.scheme!r}; use s3://BUCKET or file:///DIR")
+        return v
+
+    @field_validator(
+        "api_port",
+        "gateway_port",
+        "inference_port",
+    )
+    @classmethod
+    def _check_port(cls, v: int) -> int:
+        if not 0 < v < 65536:
+            raise ValueError("a port is 1..65535")
+        return v
+
+    @field_validator(
+        "max_request_bytes",
+        "max_model_len",
+        "default_max_tokens",
+        "rollout_timeout_s",
+        "grading_timeout_s",
+        "sandbox_memory_bytes",
+        "sandbox_max_processes",
+        "sandbox_file_size_bytes",
+        "sandbox_open_files",
+    )
+    @classmethod
+    def _check_positive(cls, v: float) -> float:
+        if v <= 0:
+            raise ValueError("must be positive")
+        return v
+
+    @field_validator("rollout_retries", "max_policy_lag", "sandbox_uid")
+    @classmethod
+    def _check_non_negative(cls, v: int) -> int:
+        if v < 0:
+            raise ValueError("must not be negative")
+        return v
+
+    @field_validator("inference_urls")
+    @classmethod
+    def _check_urls(cls, v: list[str]) -> list[str]:
+        for url in v:
+            if urlparse(url).scheme not in ("http", "https") or not urlparse(url).hostname:
+                raise ValueError(f"{url!r} is not an http(s) URL")
+        return [u.rstrip("/") for u in v]
+
+    @model_validator(mode="after")
+    def _check_ports_distinct(self) -> Settings:
+        ports = [self.api_port, self.gateway_port, self.inference_port]
+        if len(set(ports)) != len(ports):
+            raise ValueError("api_port, gateway_port and inference_port must differ")
+        return self
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build settings, turning a validation error into one ``SettingsError`` line naming the setting."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = ".".join(str(p) for p in first["loc"]) or "settings"
+        env = f"HARNESSRL_{name.upper()}" if first["loc"] else "settings"
+        msg = first["msg"].removeprefix("Value error, ")
+        raise SettingsError(f"invalid setting {env}: {msg}") from None
+
+
+@functools.cache
+def get_settings() -> Settings:
+    """The process-wide settings (read once)."""
+    return load_settings()
