@@ -1,0 +1,73 @@
+"""``harnessrl``: the command line. Subcommands live next to the code they drive and load lazily, so
+``harnessrl db upgrade`` does not import torch.
+
+Add a command by naming it in ``COMMANDS`` (top level) or ``SERVE`` / ``BENCH`` / ``WORKER`` (grouped):
+``"name": "module.path:click_object"``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from shared.settings import SettingsError
+
+COMMANDS: dict[str, str] = {
+    "db": "services.cli.db:db",
+}
+SERVE: dict[str, str] = {}
+BENCH: dict[str, str] = {}
+WORKER: dict[str, str] = {}
+
+
+def _load(path: str) -> click.Command:
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+
+
+class LazyGroup(click.Group):
+    def __init__(self, *args, lazy: dict[str, str], **kw) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kw)
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy:
+            return _load(self.lazy[name])
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """harnessrl: RL for unmodified coding-agent harnesses."""
+
+
+@cli.group(cls=LazyGroup, lazy=SERVE)
+def serve() -> None:
+    """Run one service in the foreground."""
+
+
+@cli.group(cls=LazyGroup, lazy=BENCH)
+def bench() -> None:
+    """Benchmarks; each prints a table (or one JSON object with --json)."""
+
+
+@cli.group(cls=LazyGroup, lazy=WORKER)
+def worker() -> None:
+    """Run a Celery worker (runner or grader)."""
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=True)
+    except SettingsError as exc:
+        click.echo(f"harnessrl: {exc}", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

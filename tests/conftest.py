@@ -1,0 +1,15 @@
+"""Test session wiring. Real services only: the machine's Postgres and Redis, an S3 server process (moto),
+real Celery worker processes. Fixtures live in ``tests/fixtures/<area>.py``, one plugin per area."""
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+pytest_plugins = [
+    "tests.fixtures.services",
+    "tests.fixtures.model",
+    "tests.fixtures.gateway",
+    "tests.fixtures.rollouts",
+    "tests.fixtures.learner",
+]
