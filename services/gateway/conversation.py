@@ -12,6 +12,12 @@ Normalization rules the adapters keep:
 - an assistant tool call carries ``arguments`` as the parsed JSON object for function tools (so an echo that
   re-serializes the JSON compares equal) and as the raw string for ``custom`` (freeform grammar) tools;
 - ``cache_control`` and other transport-only fields are dropped (recorded in ``notes`` when unusual).
+- ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or ``{"name": <tool>}`` whatever the vendor spelling.
+- a ``custom`` (freeform) tool is offered to the model as a function with one string parameter ``input``;
+  its calls carry the raw input string as ``arguments``.
+
+Fields added by the providers engineer (all optional, for "gateway"): ``Conversation.sse`` (Gemini's stream
+framing, from the URL's ``alt=sse``), ``ProviderError.code`` / ``ProviderError.param`` (vendor error fields).
 """
 
 from __future__ import annotations
@@ -68,6 +74,9 @@ class Conversation:
     tool_choice: str | dict[str, Any] | None = None
     include_usage: bool = False
     notes: list[str] = field(default_factory=list)
+    # Gemini only: ``streamGenerateContent?alt=sse`` streams SSE; without ``alt=sse`` it streams one JSON
+    # array. The gateway sets this from the URL; the adapter's ``stream_content_type`` follows it.
+    sse: bool = True
 
 
 @dataclass
@@ -115,8 +124,19 @@ StreamEvent = TextDelta | ReasoningDelta | ToolCallEvent | Finish
 class ProviderError(Exception):
     """A request the gateway refuses; adapters render it in the caller's error shape with ``status``."""
 
-    def __init__(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        kind: str = "invalid_request_error",
+        *,
+        code: str | None = None,
+        param: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.kind = kind
+        # OpenAI's ``error.code`` (e.g. ``context_length_exceeded``) and ``error.param`` (the field at fault).
+        self.code = code
+        self.param = param
