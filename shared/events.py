@@ -1,4 +1,5 @@
-"""Redis streams and channels: the ``groups`` stream, the ``weights`` channel, the served policy version.
+"""Redis streams and channels: the ``groups`` stream, the ``weights`` channel (``weights_channel``), the
+served policy version.
 
 Redis carries events only; Postgres can rebuild every stream (``groups`` rows with status ``complete`` and no
 ``consumed_at``). Concurrency model: any number of graders append to a run's groups stream; one learner per run
@@ -17,8 +18,13 @@ from typing import Any
 import redis
 
 GROUPS_CONSUMER_GROUP = "learner"
-WEIGHTS_CHANNEL = "harnessrl:weights"
 POLICY_VERSION_KEY = "harnessrl:policy_version"
+
+
+def weights_channel(r: redis.Redis) -> str:
+    """Pub/sub ignores Redis db indexes, so the channel name carries the db: two suites on one Redis server
+    (a dev stack on db 0, tests on db 11) never see each other's weight events."""
+    return f"harnessrl:{r.connection_pool.connection_kwargs.get('db', 0)}:weights"
 
 
 def groups_stream(run_id: str) -> str:
@@ -98,7 +104,7 @@ class GroupStreamConsumer:
 def publish_weights(r: redis.Redis, run_id: str, version: int, object_key: str) -> int:
     """Tell inference services a new policy version is in the object store."""
     message = json.dumps({"run_id": run_id, "version": version, "object_key": object_key})
-    return int(r.publish(WEIGHTS_CHANNEL, message))  # type: ignore[arg-type]
+    return int(r.publish(weights_channel(r), message))  # type: ignore[arg-type]
 
 
 def set_policy_version(r: redis.Redis, version: int, served_by: str = "") -> None:

@@ -190,7 +190,7 @@ class S3ObjectStore:
         self.client.put_object(
             self.bucket,
             check_key(key),
-            counted,
+            counted,  # type: ignore[arg-type]
             length=-1,
             part_size=8 * CHUNK_BYTES,
             content_type=content_type,

@@ -25,7 +25,6 @@ GRADE_ROLLOUT = "harnessrl.grade_rollout"
 
 def make_celery(settings: Settings, name: str = "harnessrl", *, restore_interval_s: float = 1.0) -> Celery:
     app = Celery(name, broker=settings.redis_url, backend=settings.redis_url)
-    longest_task_s = max(settings.rollout_timeout_s, settings.grading_timeout_s)
     app.conf.update(
         task_serializer="json",
         result_serializer="json",
@@ -37,7 +36,7 @@ def make_celery(settings: Settings, name: str = "harnessrl", *, restore_interval
         result_expires=24 * 3600,
         broker_connection_retry_on_startup=True,
         broker_transport_options={
-            "visibility_timeout": int(longest_task_s + 300),
+            "visibility_timeout": settings.resolved_visibility_timeout_s,
             "unacked_restore_interval": restore_interval_s,
             "unacked_restore_throttle": 1,
         },

@@ -83,6 +83,11 @@ class Settings(BaseSettings):
     )
     rollout_retries: int = Field(2, description="How often a crashed rollout task is retried.")
     max_policy_lag: int = Field(2, description="Groups sampled more versions ago than this are dropped.")
+    task_visibility_timeout_s: float | None = Field(
+        None,
+        description="Seconds before an unacked Celery task of a dead worker is redelivered; must exceed the "
+        "longest task. Default: 1.25 x the longest task limit + 60.",
+    )
 
     # --- derived -------------------------------------------------------------------------------------
     @property
@@ -96,6 +101,11 @@ class Settings(BaseSettings):
     @property
     def resolved_inference_urls(self) -> list[str]:
         return self.inference_urls or [f"http://{self.host}:{self.inference_port}"]
+
+    @property
+    def resolved_visibility_timeout_s(self) -> float:
+        longest = max(self.rollout_timeout_s, self.grading_timeout_s)
+        return self.task_visibility_timeout_s or longest * 1.25 + 60
 
     @property
     def object_store_dir(self) -> Path:
@@ -129,7 +139,7 @@ class Settings(BaseSettings):
             if not parsed.netloc:
                 raise ValueError("s3:// needs a bucket name, e.g. s3://harnessrl")
         elif parsed.scheme == "file":
-            if parsed.path and not parsed.path.startswith("/"):
+            if parsed.netloc or (parsed.path and not parsed.path.startswith("/")):
                 raise ValueError("file:// needs an absolute path, e.g. file:///var/lib/harnessrl/objects")
         else:
             raise ValueError(f"unknown object-store scheme {parsed.scheme!r}; use s3://BUCKET or file:///DIR")
@@ -183,6 +193,12 @@ class Settings(BaseSettings):
         ports = [self.api_port, self.gateway_port, self.inference_port]
         if len(set(ports)) != len(ports):
             raise ValueError("api_port, gateway_port and inference_port must differ")
+        longest = max(self.rollout_timeout_s, self.grading_timeout_s)
+        if self.task_visibility_timeout_s is not None and self.task_visibility_timeout_s <= longest:
+            raise ValueError(
+                f"task_visibility_timeout_s ({self.task_visibility_timeout_s}) must exceed the longest task "
+                f"limit ({longest}), or a healthy task would run twice"
+            )
         return self
 
 
