@@ -1,0 +1,471 @@
+"""The sandbox: run one untrusted command (a harness, a test suite) confined, and report what happened.
+
+Used by the runner (harnesses) and the grader (test runs); neither imports the other, both import this.
+
+Isolation, when bubblewrap is installed (``ISOLATION_BWRAP``; facts in reference/infra.md §5):
+- ``setpriv`` drops to ``settings.sandbox_uid`` (no groups, no capabilities, no-new-privs) before ``bwrap``
+  creates fresh user, pid, net, mount, ipc, uts and cgroup namespaces. Root inside a user namespace would map
+  to host root and make RLIMIT_NPROC void, hence the unprivileged uid.
+- Filesystem: /usr, /etc and the sandbox venv read-only (the venv is bound at its host path so its script
+  shebangs work); the workspace at ``/workspace`` and HOME at ``/home/sandbox`` are the only writable host
+  paths; /tmp is a private, size-capped tmpfs. Nothing else of the host exists inside.
+- Network: only the namespace's own loopback. With ``gateway_socket`` the gateway's Unix socket is bound at
+  ``/run/harnessrl/gateway.sock`` and a small forwarder (``_FORWARDER``) started inside listens on
+  ``127.0.0.1:<gateway_port>``, so ``http://127.0.0.1:<port>`` reaches the gateway and nothing else does.
+- rlimits (inherited by everything inside): CPU seconds, address space, file size, processes, open files.
+- Wall clock: on timeout the bwrap process is SIGKILLed; ``--die-with-parent`` then kills the namespace's
+  init and the kernel kills every process in the PID namespace, including ``setsid``/double-forked ones.
+- Disk: a single file is capped by RLIMIT_FSIZE; total usage of the writable host dirs is watched while the
+  command runs, and the tree is killed when it passes ``disk_bytes`` (``killed_reason == "disk"``).
+
+Without bubblewrap (or if it cannot create namespaces here) ``Sandbox`` refuses to start
+(``SandboxUnavailable``) unless ``settings.allow_unsandboxed``; then commands run as the current user in their
+own session with the same rlimits and tree-kill-by-process-group, and the isolation reported is
+``ISOLATION_NONE`` so the rollout records that it was unsafe.
+
+Host paths bound into the sandbox must be reachable by the sandbox uid (every parent directory searchable):
+bwrap resolves them after dropping privileges, so nothing under root's 0700 home can be bound.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from shared.settings import Settings
+
+DEFAULT_SANDBOX_VENV = Path("/opt/harnessrl/sandbox-venv")
+WORKSPACE_INSIDE = "/workspace"
+HOME_INSIDE = "/home/sandbox"
+GATEWAY_SOCKET_INSIDE = "/run/harnessrl/gateway.sock"
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+ISOLATION_BWRAP = "bwrap(uid={uid}; ns=user,pid,net,mount,ipc,uts,cgroup; rlimits=cpu,as,fsize,nproc,nofile)"
+ISOLATION_NONE = "none (unsafe)"
+
+# Runs inside the sandbox before the command: listen on loopback, relay each connection to the gateway's Unix
+# socket, run the command, exit with its status. It binds before starting the command, so the first request
+# of the harness never races the forwarder.
+_FORWARDER = r"""
+import socket, subprocess, sys, threading
+port, path, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.bind(("127.0.0.1", port))
+server.listen(128)
+def pump(src, dst):
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        try:
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+def relay(client):
+    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        upstream.connect(path)
+    except OSError:
+        client.close()
+        return
+    back = threading.Thread(target=pump, args=(upstream, client), daemon=True)
+    back.start()
+    pump(client, upstream)
+    back.join()
+    client.close()
+    upstream.close()
+def serve():
+    while True:
+        client, _ = server.accept()
+        threading.Thread(target=relay, args=(client,), daemon=True).start()
+threading.Thread(target=serve, daemon=True).start()
+code = subprocess.call(argv)
+sys.exit(128 - code if code < 0 else code)
+"""
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not be set up (bad path, missing toolchain); nothing was run."""
+
+
+class SandboxUnavailable(SandboxError):
+    """No working bubblewrap and unsandboxed runs are not allowed."""
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits of one sandboxed command."""
+
+    timeout_s: float
+    cpu_s: int
+    memory_bytes: int
+    file_size_bytes: int
+    max_processes: int
+    open_files: int
+    disk_bytes: int
+    tmpfs_bytes: int
+    output_bytes: int = 1024 * 1024
+
+    @classmethod
+    def from_settings(cls, settings: Settings, timeout_s: float) -> SandboxLimits:
+        return cls(
+            timeout_s=timeout_s,
+            # CPU time is a second line behind the wall clock: one process cannot burn more than the wall
+            # clock allows for all of them.
+            cpu_s=max(1, int(timeout_s) + 1),
+            memory_bytes=settings.sandbox_memory_bytes,
+            file_size_bytes=settings.sandbox_file_size_bytes,
+            max_processes=settings.sandbox_max_processes,
+            open_files=settings.sandbox_open_files,
+            disk_bytes=4 * settings.sandbox_file_size_bytes,
+            tmpfs_bytes=settings.sandbox_file_size_bytes,
+        )
+
+    def with_(self, **changes: float | int) -> SandboxLimits:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    """What a sandboxed command did. ``exit_code`` is negative (-signal) when a signal ended it."""
+
+    exit_code: int
+    timed_out: bool
+    killed_reason: str | None  # "timeout" | "disk" | None
+    stdout: str
+    stderr: str
+    output_truncated: bool
+    duration_s: float
+    isolation: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and self.killed_reason is None
+
+
+def free_loopback_port() -> int:
+    """A free TCP port on the host loopback (for the forwarder in unsafe mode, where there is no netns)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _unreachable_parent(path: Path, uid: int) -> Path | None:
+    """The first ancestor of ``path`` the uid cannot search (o+x missing and not its owner), if any."""
+    for parent in reversed(path.parents):
+        st = parent.stat()
+        if st.st_uid != uid and not st.st_mode & 0o001:
+            return parent
+    return None
+
+
+def _disk_usage_bytes(roots: Sequence[Path]) -> int:
+    total = 0
+    stack = [str(r) for r in roots]
+    while stack:
+        top = stack.pop()
+        try:
+            with os.scandir(top) as entries:
+                for entry in entries:
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    total += st.st_blocks * 512
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+        except OSError:
+            continue
+    return total
+
+
+def _read_bounded(path: Path, limit: int) -> tuple[str, bool]:
+    """The last ``limit`` bytes of a file (the end of a log says why it failed) and whether it was cut."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        if size > limit:
+            f.seek(size - limit)
+        data = f.read(limit)
+    return data.decode("utf-8", errors="replace"), size > limit
+
+
+def _chown_tree(root: Path, uid: int) -> None:
+    os.lchown(root, uid, uid)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in (*dirnames, *filenames):
+            os.lchown(os.path.join(dirpath, name), uid, uid)
+
+
+@functools.cache
+def _bwrap_probe(uid: int) -> str | None:
+    """None if bwrap can create all namespaces as ``uid`` here, else why not."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None or shutil.which("setpriv") is None:
+        return "bubblewrap (bwrap) or setpriv is not installed; run scripts/install-system.sh"
+    argv = [*_setpriv(uid), bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
+            "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--", "/usr/bin/true"]  # fmt: skip
+    try:
+        proc = subprocess.run(argv, capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap probe failed: {exc}"
+    if proc.returncode != 0:
+        return f"bwrap cannot create namespaces as uid {uid}: {proc.stderr.decode(errors='replace').strip()}"
+    return None
+
+
+def _setpriv(uid: int) -> list[str]:
+    if os.geteuid() != 0:
+        return []  # already unprivileged: bwrap runs as the calling user
+    return [
+        "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+        "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--",
+    ]  # fmt: skip
+
+
+class Sandbox:
+    """Runs commands confined; one instance per worker process (it probes bubblewrap once)."""
+
+    def __init__(self, settings: Settings, venv: Path | None = None) -> None:
+        self.settings = settings
+        self.uid = settings.sandbox_uid if os.geteuid() == 0 else os.geteuid()
+        self.venv = Path(venv or getattr(settings, "sandbox_venv", None) or DEFAULT_SANDBOX_VENV)
+        problem = _bwrap_probe(self.uid)
+        if problem is None:
+            self.isolation = ISOLATION_BWRAP.format(uid=self.uid)
+            if not (self.venv / "bin" / "python").exists():
+                raise SandboxError(
+                    f"sandbox venv {self.venv} is missing; create it with scripts/install-system.sh"
+                )
+        elif settings.allow_unsandboxed:
+            self.isolation = ISOLATION_NONE
+        else:
+            raise SandboxUnavailable(
+                f"{problem}. Refusing to run untrusted commands unsandboxed; set HARNESSRL_ALLOW_UNSANDBOXED=1 "
+                "to run them anyway (recorded as unsafe)."
+            )
+
+    @property
+    def confined(self) -> bool:
+        return self.isolation != ISOLATION_NONE
+
+    def workspace_path(self, workspace: Path) -> str:
+        """Where the command sees the workspace."""
+        return WORKSPACE_INSIDE if self.confined else str(workspace)
+
+    def limits(self, timeout_s: float) -> SandboxLimits:
+        return SandboxLimits.from_settings(self.settings, timeout_s)
+
+    def run(
+        self,
+        argv: Sequence[str],
+        workspace: Path,
+        *,
+        limits: SandboxLimits,
+        env: Mapping[str, str] | None = None,
+        home: Path | None = None,
+        gateway_socket: Path | None = None,
+        gateway_port: int | None = None,
+        ro_binds: Sequence[Path] = (),
+    ) -> SandboxResult:
+        """Run ``argv`` with the workspace as its working directory; never raises for what the command does.
+
+        ``home``: a host directory used as HOME (the runner writes harness config there first); ``None`` gives
+        a throwaway tmpfs HOME. ``gateway_socket`` + ``gateway_port``: see the module docstring. ``ro_binds``:
+        extra host paths (e.g. a harness install) bound read-only at the same path.
+        """
+        if not argv:
+            raise SandboxError("empty command")
+        workspace = Path(workspace).resolve()
+        if not workspace.is_dir():
+            raise SandboxError(f"workspace {workspace} is not a directory")
+        if gateway_socket is not None:
+            if gateway_port is None:
+                raise SandboxError(
+                    "gateway_socket needs gateway_port (the loopback port the forwarder serves)"
+                )
+            if not Path(gateway_socket).exists():
+                raise SandboxError(f"gateway socket {gateway_socket} does not exist")
+        writable = [workspace] + ([Path(home).resolve()] if home is not None else [])
+        with tempfile.TemporaryDirectory(prefix="harnessrl-sandbox-") as tmp:
+            if self.confined:
+                command = self._bwrap_command(argv, workspace, home, gateway_socket, gateway_port, ro_binds, env,
+                                              limits)  # fmt: skip
+                popen_env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+                cwd = "/"
+            else:
+                command = self._plain_command(argv, gateway_socket, gateway_port)
+                popen_env = self._inner_env(env, str(home or Path(tmp) / "home"), str(workspace))
+                (Path(tmp) / "home").mkdir()
+                cwd = str(workspace)
+            return self._supervise(command, popen_env, cwd, limits, writable, Path(tmp))
+
+    # --- command lines ---------------------------------------------------------------------------------
+
+    def _inner_env(self, env: Mapping[str, str] | None, home: str, workspace: str) -> dict[str, str]:
+        path = f"{self.venv}/bin:/usr/local/bin:/usr/bin:/bin" if self.venv.exists() else os.environ["PATH"]
+        base = {
+            "HOME": home,
+            "PATH": path,
+            "LANG": "C.UTF-8",
+            "TMPDIR": "/tmp",
+            "PWD": workspace,
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+        return {**base, **(env or {})}
+
+    def _bwrap_command(
+        self,
+        argv: Sequence[str],
+        workspace: Path,
+        home: Path | None,
+        gateway_socket: Path | None,
+        gateway_port: int | None,
+        ro_binds: Sequence[Path],
+        env: Mapping[str, str] | None,
+        limits: SandboxLimits,
+    ) -> list[str]:
+        # (bwrap flag, host path, path inside): the only host paths the command can see besides /usr and /etc.
+        mounts: list[tuple[str, Path, str]] = [
+            ("--ro-bind", self.venv, str(self.venv)),
+            ("--bind", workspace, WORKSPACE_INSIDE),
+        ]
+        mounts += [("--ro-bind", Path(p).resolve(), str(Path(p).resolve())) for p in ro_binds]
+        if home is not None:
+            mounts.append(("--bind", Path(home).resolve(), HOME_INSIDE))
+        if gateway_socket is not None:
+            mounts.append(("--bind", Path(gateway_socket).resolve(), GATEWAY_SOCKET_INSIDE))
+        for _, path, _ in mounts:
+            blocked = _unreachable_parent(path, self.uid)
+            if blocked is not None:
+                raise SandboxError(
+                    f"{path} is not reachable by sandbox uid {self.uid}: {blocked} is not searchable "
+                    "(put workspaces, HOME and the gateway socket under a world-searchable directory)"
+                )
+        if os.geteuid() == 0:
+            _chown_tree(workspace, self.uid)
+            if home is not None:
+                _chown_tree(Path(home), self.uid)
+        cmd = [
+            "bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--hostname", "sandbox",
+            "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+            "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin", "--ro-bind", "/etc", "/etc",
+            "--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmpfs_bytes), "--tmpfs", "/tmp",
+        ]  # fmt: skip
+        if home is None:
+            cmd += ["--size", str(limits.tmpfs_bytes), "--tmpfs", HOME_INSIDE]
+        for flag, path, inside in mounts:
+            cmd += [flag, str(path), inside]
+        inner_argv = list(argv)
+        if gateway_socket is not None:
+            inner_argv = [SYSTEM_PYTHON, "-c", _FORWARDER, str(gateway_port), GATEWAY_SOCKET_INSIDE, *argv]
+        cmd += ["--clearenv"]
+        for key, value in self._inner_env(env, HOME_INSIDE, WORKSPACE_INSIDE).items():
+            cmd += ["--setenv", key, value]
+        cmd += ["--chdir", WORKSPACE_INSIDE, "--", *inner_argv]
+        return [*_setpriv(self.uid), *cmd]
+
+    def _plain_command(
+        self, argv: Sequence[str], gateway_socket: Path | None, gateway_port: int | None
+    ) -> list[str]:
+        if gateway_socket is None:
+            return list(argv)
+        return [SYSTEM_PYTHON, "-c", _FORWARDER, str(gateway_port), str(gateway_socket), *argv]
+
+    # --- supervision -----------------------------------------------------------------------------------
+
+    def _supervise(
+        self,
+        command: list[str],
+        env: dict[str, str],
+        cwd: str,
+        limits: SandboxLimits,
+        writable: list[Path],
+        tmp: Path,
+    ) -> SandboxResult:
+        stdout_path, stderr_path = tmp / "stdout", tmp / "stderr"
+
+        def apply_rlimits() -> None:  # runs in the child between fork and exec
+            for which, value in (
+                (resource.RLIMIT_CPU, limits.cpu_s),
+                (resource.RLIMIT_AS, limits.memory_bytes),
+                (resource.RLIMIT_FSIZE, limits.file_size_bytes),
+                (resource.RLIMIT_NPROC, limits.max_processes),
+                (resource.RLIMIT_NOFILE, limits.open_files),
+                (resource.RLIMIT_CORE, 0),
+            ):
+                resource.setrlimit(which, (value, value))
+
+        started = time.monotonic()
+        killed_reason: str | None = None
+        with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+                preexec_fn=apply_rlimits,
+            )
+            deadline = started + limits.timeout_s
+            next_disk_check = started
+            disk_check_cost = 0.0
+            while proc.poll() is None:
+                now = time.monotonic()
+                if now >= deadline:
+                    killed_reason = "timeout"
+                    break
+                if now >= next_disk_check:
+                    usage = _disk_usage_bytes(writable)
+                    disk_check_cost = time.monotonic() - now
+                    if usage > limits.disk_bytes:
+                        killed_reason = "disk"
+                        break
+                    # Walking a big tree is not free: keep the watch under ~5% of a core.
+                    next_disk_check = time.monotonic() + max(0.2, 20 * disk_check_cost)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=min(0.05, max(0.0, deadline - now)))
+            if killed_reason is not None:
+                self._kill_tree(proc)
+            exit_code = proc.wait()
+        duration_s = time.monotonic() - started
+        stdout, cut_out = _read_bounded(stdout_path, limits.output_bytes)
+        stderr, cut_err = _read_bounded(stderr_path, limits.output_bytes)
+        if killed_reason is not None:
+            stderr += f"\n[harnessrl sandbox: killed ({killed_reason}) after {duration_s:.1f}s]\n"
+        return SandboxResult(
+            exit_code=exit_code,
+            timed_out=killed_reason == "timeout",
+            killed_reason=killed_reason,
+            stdout=stdout,
+            stderr=stderr,
+            output_truncated=cut_out or cut_err,
+            duration_s=duration_s,
+            isolation=self.isolation,
+        )
+
+    def _kill_tree(self, proc: subprocess.Popen[bytes]) -> None:
+        # Confined: SIGKILL to bwrap ends its PID namespace (die-with-parent). Unsafe: the process group is
+        # all we can reach; a child that called setsid escapes it, which is one reason this mode is unsafe.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()

@@ -1,0 +1,388 @@
+"""Tasks: the task format (SWE-bench field names), the JSONL loader, and repository materialization.
+
+A task is data. ``Task`` keeps SWE-bench's names (``instance_id``, ``repo``, ``base_commit``,
+``problem_statement``, ``FAIL_TO_PASS``, ``PASS_TO_PASS``, ``test_patch``) and adds what running it needs:
+where the repository comes from (``source``), the test command, setup commands, time limits and the paths the
+agent must not change (``protected_paths``; the grader restores them, and every file ``test_patch`` touches).
+
+Repository sources (``source.kind``):
+- ``dir``: a plain directory of files (no ``.git``). A git repository is created from it deterministically
+  (fixed author, committer and dates, no user or system git config), so the same files always give the same
+  ``base_commit``. Bundled datasets use this. A relative path is resolved against the task file's folder.
+- ``git``: a git URL or path (``file://``, a local path, or any URL git can reach); checked out at
+  ``base_commit``.
+- ``store``: a ``.tar.gz`` in the object store (``tasks/<dataset>/<instance_id>.tar.gz``); either a repository
+  (with ``.git``) or plain files committed deterministically like ``dir``.
+
+``materialize(task, dest, store)`` leaves ``dest`` a git checkout whose HEAD is ``base_commit`` and refuses
+(``TaskRepoError``) when the source yields another commit, so an agent never works on the wrong code. The runner
+and the grader both call it; neither imports the other.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from shared.objectstore import ObjectStore
+
+JUNIT_PLACEHOLDER = "{junit_xml}"
+DEFAULT_TEST_COMMAND = f"python -m pytest -p no:cacheprovider -q --junitxml={JUNIT_PLACEHOLDER}"
+
+# Fixed identity and dates: the commit made from a ``dir`` or plain-tarball source depends only on its files.
+_COMMIT_ENV = {
+    "GIT_AUTHOR_NAME": "harnessrl",
+    "GIT_AUTHOR_EMAIL": "tasks@harnessrl",
+    "GIT_COMMITTER_NAME": "harnessrl",
+    "GIT_COMMITTER_EMAIL": "tasks@harnessrl",
+    "GIT_AUTHOR_DATE": "2024-01-01T00:00:00+0000",
+    "GIT_COMMITTER_DATE": "2024-01-01T00:00:00+0000",
+}
+_BASE_COMMIT_MESSAGE = "base"
+_IGNORED_WHEN_COPYING = ("__pycache__", "*.pyc", ".pytest_cache", ".git")
+
+
+class TaskError(ValueError):
+    """Base class of task problems."""
+
+
+class TaskFileError(TaskError):
+    """A task file line is invalid; the message names the file, the line and the field."""
+
+
+class TaskRepoError(TaskError):
+    """The repository could not be materialized at the task's base commit."""
+
+
+class GitError(RuntimeError):
+    """A git command failed; the message carries its stderr."""
+
+
+# --- the task format -------------------------------------------------------------------------------------
+
+
+class DirSource(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["dir"]
+    path: str = Field(min_length=1, description="Directory of plain files; relative to the task file.")
+
+
+class GitSource(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["git"]
+    url: str = Field(min_length=1, description="Anything `git clone` accepts: file://, a path, a URL.")
+
+
+class StoreSource(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["store"]
+    key: str = Field(min_length=1, description="Object-store key of a .tar.gz of the repository.")
+
+
+RepoSource = Annotated[DirSource | GitSource | StoreSource, Field(discriminator="kind")]
+
+
+class Task(BaseModel):
+    """One task instance. Field names follow SWE-bench; the extras say how to run it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    instance_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", max_length=200)
+    repo: str = Field(min_length=1, description="Human name of the repository, e.g. 'owner/name'.")
+    source: RepoSource
+    base_commit: str = Field(pattern=r"^[0-9a-f]{40}$")
+    problem_statement: str = Field(min_length=1)
+    FAIL_TO_PASS: list[str] = Field(min_length=1)
+    PASS_TO_PASS: list[str] = Field(default_factory=list)
+    test_patch: str = ""
+    test_command: str = DEFAULT_TEST_COMMAND
+    setup_commands: list[str] = Field(default_factory=list)
+    agent_timeout_s: float | None = Field(
+        None, gt=0, description="Harness wall clock; default from settings."
+    )
+    test_timeout_s: float | None = Field(
+        None, gt=0, description="Test-run wall clock; default from settings."
+    )
+    protected_paths: list[str] = Field(
+        default_factory=list, description="Paths restored to base_commit before grading (e.g. 'tests')."
+    )
+    # SWE-bench columns we carry but do not use.
+    hints_text: str = ""
+    version: str = ""
+    created_at: str = ""
+    environment_setup_commit: str = ""
+
+    @field_validator("FAIL_TO_PASS", "PASS_TO_PASS", mode="before")
+    @classmethod
+    def _decode_json_list(cls, value: Any) -> Any:
+        # SWE-bench ships these lists as JSON-encoded strings.
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError:
+                raise ValueError("expected a list of test ids or a JSON-encoded list") from None
+        return value
+
+    @field_validator("test_command")
+    @classmethod
+    def _check_test_command(cls, value: str) -> str:
+        if JUNIT_PLACEHOLDER not in value:
+            raise ValueError(f"must contain {JUNIT_PLACEHOLDER} (where the test runner writes junit XML)")
+        return value
+
+    @field_validator("protected_paths")
+    @classmethod
+    def _check_relative_paths(cls, value: list[str]) -> list[str]:
+        for path in value:
+            if not path or path.startswith("/") or ".." in Path(path).parts:
+                raise ValueError(f"{path!r} must be a relative path inside the repository")
+        return value
+
+    @model_validator(mode="after")
+    def _check_test_lists_disjoint(self) -> Task:
+        both = set(self.FAIL_TO_PASS) & set(self.PASS_TO_PASS)
+        if both:
+            raise ValueError(f"tests in both FAIL_TO_PASS and PASS_TO_PASS: {sorted(both)}")
+        return self
+
+    def with_source(self, source: DirSource | GitSource | StoreSource) -> Task:
+        return self.model_copy(update={"source": source})
+
+    def test_patch_paths(self) -> list[str]:
+        """Files the test patch touches (restored and then patched by the grader)."""
+        return patch_paths(self.test_patch)
+
+
+# --- loading ---------------------------------------------------------------------------------------------
+
+
+def parse_task(data: Any, base_dir: Path | None = None) -> Task:
+    """Validate one task object; a relative ``dir`` source is made absolute against ``base_dir``."""
+    task = Task.model_validate(data)
+    if (
+        isinstance(task.source, DirSource)
+        and base_dir is not None
+        and not Path(task.source.path).is_absolute()
+    ):
+        task = task.with_source(DirSource(kind="dir", path=str((base_dir / task.source.path).resolve())))
+    return task
+
+
+def _describe(error: ValidationError) -> str:
+    first = error.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or "(task)"
+    return f"field {field}: {first['msg'].removeprefix('Value error, ')}"
+
+
+def load_tasks(path: Path | str) -> list[Task]:
+    """Read a JSONL task file (one task per line; blank lines allowed).
+
+    The whole file is checked before anything is returned: the first bad line raises ``TaskFileError`` naming
+    ``<file>:<line>`` and the field at fault; a duplicated ``instance_id`` names both lines.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TaskFileError(f"{path}: no such task file") from None
+    except UnicodeDecodeError as exc:
+        raise TaskFileError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    tasks: list[Task] = []
+    first_line: dict[str, int] = {}
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TaskFileError(
+                f"{path}:{line_no}: not valid JSON ({exc.msg} at column {exc.colno})"
+            ) from None
+        if not isinstance(data, dict):
+            raise TaskFileError(f"{path}:{line_no}: expected a JSON object, got {type(data).__name__}")
+        try:
+            task = parse_task(data, base_dir=path.parent)
+        except ValidationError as exc:
+            raise TaskFileError(f"{path}:{line_no}: {_describe(exc)}") from None
+        if task.instance_id in first_line:
+            raise TaskFileError(
+                f"{path}:{line_no}: field instance_id: {task.instance_id!r} already on line "
+                f"{first_line[task.instance_id]}"
+            )
+        first_line[task.instance_id] = line_no
+        tasks.append(task)
+    if not tasks:
+        raise TaskFileError(f"{path}: no tasks")
+    return tasks
+
+
+# --- git -------------------------------------------------------------------------------------------------
+
+
+def git_env() -> dict[str, str]:
+    """Environment for git: no user/system config (hooks, templates, signing), fixed identity."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(_COMMIT_ENV)
+    env.update({"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0"})
+    return env
+
+
+def run_git(cwd: Path, *args: str, input_bytes: bytes | None = None, timeout_s: float = 300.0) -> bytes:
+    """Run ``git <args>`` in ``cwd`` and return stdout; ``GitError`` with stderr on failure.
+
+    ``safe.directory=*``: workspaces belong to the sandbox uid, and git refuses other users' repos otherwise.
+    """
+    argv = ["git", "-c", "safe.directory=*", "-c", "core.autocrlf=false", "-c", "commit.gpgsign=false", *args]
+    proc = subprocess.run(
+        argv, cwd=cwd, env=git_env(), input=input_bytes, capture_output=True, timeout=timeout_s, check=False
+    )
+    if proc.returncode != 0:
+        stderr = proc.stderr.decode(errors="replace").strip()
+        raise GitError(f"git {' '.join(args[:3])} failed ({proc.returncode}): {stderr[-2000:]}")
+    return proc.stdout
+
+
+def commit_tree(repo_dir: Path) -> str:
+    """Make ``repo_dir`` (plain files) a git repository with one deterministic commit; returns its hash."""
+    run_git(repo_dir, "init", "-q", "-b", "main")
+    run_git(repo_dir, "add", "-A")
+    run_git(repo_dir, "commit", "-q", "--allow-empty", "-m", _BASE_COMMIT_MESSAGE)
+    return head_commit(repo_dir)
+
+
+def head_commit(repo_dir: Path) -> str:
+    return run_git(repo_dir, "rev-parse", "HEAD").decode().strip()
+
+
+def patch_paths(patch: str) -> list[str]:
+    """Paths a unified git diff touches (both sides of renames), in order of appearance."""
+    paths: list[str] = []
+    for line in patch.splitlines():
+        if line.startswith(("--- a/", "+++ b/")):
+            candidate = line[6:].split("\t")[0]
+        elif line.startswith(("rename from ", "rename to ")):
+            candidate = line.split(" ", 2)[2]
+        else:
+            continue
+        if candidate not in paths:
+            paths.append(candidate)
+    return paths
+
+
+# --- materialization -------------------------------------------------------------------------------------
+
+
+def base_commit_of_dir(path: Path) -> str:
+    """The commit a ``dir`` source yields (what a task file's ``base_commit`` must say)."""
+    with tempfile.TemporaryDirectory(prefix="harnessrl-task-") as tmp:
+        repo = Path(tmp) / "repo"
+        shutil.copytree(path, repo, ignore=shutil.ignore_patterns(*_IGNORED_WHEN_COPYING), symlinks=True)
+        return commit_tree(repo)
+
+
+def _prepare_dest(dest: Path) -> None:
+    if dest.exists() and any(dest.iterdir()):
+        raise TaskRepoError(f"destination {dest} is not empty")
+    dest.mkdir(parents=True, exist_ok=True)
+
+
+def _extract_tarball(data: bytes, dest: Path) -> None:
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        # The "data" filter refuses absolute paths, '..', device files and links that leave dest.
+        tar.extractall(dest, filter="data")
+    entries = list(dest.iterdir())
+    if len(entries) == 1 and entries[0].is_dir() and entries[0].name != ".git":
+        # A tarball with one top-level folder (the common `tar czf x.tgz repo/` layout): unwrap it.
+        inner = entries[0]
+        for child in list(inner.iterdir()):
+            child.rename(dest / child.name)
+        inner.rmdir()
+
+
+def materialize(task: Task, dest: Path, store: ObjectStore | None = None) -> Path:
+    """Create a git checkout of the task's repository at ``base_commit`` in ``dest`` (empty or absent)."""
+    dest = Path(dest)
+    _prepare_dest(dest)
+    source = task.source
+    try:
+        if isinstance(source, DirSource):
+            if not Path(source.path).is_dir():
+                raise TaskRepoError(f"{task.instance_id}: source directory {source.path} does not exist")
+            shutil.copytree(
+                source.path,
+                dest,
+                dirs_exist_ok=True,
+                ignore=shutil.ignore_patterns(*_IGNORED_WHEN_COPYING),
+                symlinks=True,
+            )
+            commit_tree(dest)
+        elif isinstance(source, GitSource):
+            run_git(dest, "clone", "-q", "--no-checkout", source.url, ".")
+            run_git(dest, "-c", "advice.detachedHead=false", "checkout", "-q", "--detach", task.base_commit)
+        else:
+            if store is None:
+                raise TaskRepoError(
+                    f"{task.instance_id}: source is in the object store but no store was given"
+                )
+            try:
+                data = store.get_bytes(source.key)
+            except KeyError:
+                raise TaskRepoError(f"{task.instance_id}: no object {source.key!r} in the store") from None
+            _extract_tarball(data, dest)
+            if (dest / ".git").exists():
+                run_git(
+                    dest,
+                    "-c",
+                    "advice.detachedHead=false",
+                    "checkout",
+                    "-q",
+                    "-f",
+                    "--detach",
+                    task.base_commit,
+                )
+                run_git(dest, "clean", "-q", "-fdx")
+            else:
+                commit_tree(dest)
+    except GitError as exc:
+        raise TaskRepoError(f"{task.instance_id}: {exc}") from None
+    head = head_commit(dest)
+    if head != task.base_commit:
+        raise TaskRepoError(
+            f"{task.instance_id}: source gives commit {head}, task says base_commit {task.base_commit}"
+        )
+    return dest
+
+
+def tarball_key(dataset: str, instance_id: str) -> str:
+    return f"tasks/{dataset}/{instance_id}.tar.gz"
+
+
+def publish_repo(task: Task, dataset: str, store: ObjectStore) -> Task:
+    """Upload the task's repository (with its history) to the store; returns the task with a ``store`` source.
+
+    Workers on other machines then materialize it without access to the original path or URL.
+    """
+    with tempfile.TemporaryDirectory(prefix="harnessrl-publish-") as tmp:
+        repo = materialize(task, Path(tmp) / "repo", store)
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+            for entry in sorted(repo.iterdir()):
+                tar.add(entry, arcname=entry.name)
+        key = tarball_key(dataset, task.instance_id)
+        store.put_bytes(key, buffer.getvalue(), content_type="application/gzip")
+    return task.with_source(StoreSource(kind="store", key=key))
+
+
+def dump_tasks(tasks: Iterable[Task]) -> str:
+    """Tasks as JSONL text (the inverse of ``load_tasks`` for absolute sources)."""
+    return "".join(json.dumps(t.model_dump(mode="json"), sort_keys=True) + "\n" for t in tasks)
