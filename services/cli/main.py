@@ -16,6 +16,7 @@ from shared.settings import SettingsError
 
 COMMANDS: dict[str, str] = {
     "db": "services.cli.db:db",
+    "up": "services.cli.up:up",
     "model": "services.inference.cli:model",
 }
 SERVE: dict[str, str] = {}

@@ -1,0 +1,186 @@
+"""A small process supervisor: start services in order, wait for readiness, merge their logs with a prefix,
+report and restart a service that dies, stop everything cleanly on Ctrl-C.
+
+Concurrency model: the main thread owns the ``Supervisor`` and calls ``poll()`` periodically; one reader thread
+per child copies its output, line by line, to the console and the combined log file. Restarts happen only from
+``poll()``, so there is never more than one instance of a service.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+COLORS = ["36", "32", "33", "35", "34", "31", "96", "92", "93"]
+
+
+class ServiceFailed(RuntimeError):
+    """A service did not become ready; the message names it and shows the end of its log."""
+
+
+def http_ready(url: str) -> Callable[[str], bool]:
+    def check(_log: str) -> bool:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                return bool(resp.status < 500)
+        except Exception:
+            return False
+
+    return check
+
+
+def log_ready(marker: str) -> Callable[[str], bool]:
+    return lambda log: marker in log
+
+
+@dataclass
+class ServiceSpec:
+    name: str
+    argv: list[str]
+    ready: Callable[[str], bool]
+    ready_timeout_s: float = 120.0
+    env: dict[str, str] = field(default_factory=dict)
+    restart: bool = True
+    done_on_success: bool = False  # exit 0 means "finished" (a learner whose run completed), not a crash
+
+
+@dataclass
+class _Running:
+    spec: ServiceSpec
+    proc: subprocess.Popen
+    started_at: float
+    tail: list[str] = field(default_factory=list)
+    restarts: int = 0
+
+
+class Supervisor:
+    def __init__(
+        self, log_path: Path, env: dict[str, str], echo: bool = True, out: IO[str] | None = None
+    ) -> None:
+        self.log_path = log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_file = open(log_path, "a", buffering=1)  # noqa: SIM115 - closed in stop_all
+        self.env = env
+        self.echo = echo
+        self.out = out or sys.stdout
+        self.running: dict[str, _Running] = {}
+        self.events: list[str] = []
+        self._lock = threading.Lock()
+
+    # --- output ---------------------------------------------------------------------------------------
+    def _emit(self, name: str, line: str) -> None:
+        color = COLORS[hash(name) % len(COLORS)]
+        with self._lock:
+            self.log_file.write(f"{name:>9} | {line}\n")
+            if self.echo:
+                self.out.write(
+                    f"\x1b[{color}m{name:>9}\x1b[0m | {line}\n"
+                    if self.out.isatty()
+                    else f"{name:>9} | {line}\n"
+                )
+                self.out.flush()
+
+    def note(self, line: str) -> None:
+        self.events.append(line)
+        self._emit("up", line)
+
+    def _pump(self, running: _Running) -> None:
+        assert running.proc.stdout is not None
+        for raw in running.proc.stdout:
+            line = raw.rstrip("\n")
+            running.tail.append(line)
+            del running.tail[:-400]
+            self._emit(running.spec.name, line)
+
+    # --- lifecycle ------------------------------------------------------------------------------------
+    def _spawn(self, spec: ServiceSpec, restarts: int = 0) -> _Running:
+        proc = subprocess.Popen(
+            spec.argv,
+            env={**self.env, **spec.env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
+        )
+        running = _Running(spec, proc, time.monotonic(), restarts=restarts)
+        threading.Thread(target=self._pump, args=(running,), daemon=True, name=f"log-{spec.name}").start()
+        self.running[spec.name] = running
+        return running
+
+    def start(self, spec: ServiceSpec) -> None:
+        """Start ``spec`` and block until it is ready (or raise ``ServiceFailed``)."""
+        running = self._spawn(spec)
+        self._wait_ready(running)
+
+    def _wait_ready(self, running: _Running) -> None:
+        spec = running.spec
+        deadline = time.monotonic() + spec.ready_timeout_s
+        while time.monotonic() < deadline:
+            if running.proc.poll() is not None:
+                tail = "\n".join(running.tail[-30:])
+                raise ServiceFailed(
+                    f"{spec.name} exited with code {running.proc.returncode} while starting:\n{tail}"
+                )
+            if spec.ready("\n".join(running.tail)):
+                self.note(
+                    f"{spec.name} ready in {time.monotonic() - running.started_at:.1f}s (pid {running.proc.pid})"
+                )
+                return
+            time.sleep(0.2)
+        raise ServiceFailed(
+            f"{spec.name} not ready after {spec.ready_timeout_s:.0f}s:\n" + "\n".join(running.tail[-30:])
+        )
+
+    def poll(self) -> list[str]:
+        """Report services that died and restart them; returns the names restarted."""
+        restarted = []
+        for name, running in list(self.running.items()):
+            code = running.proc.poll()
+            if code is None:
+                continue
+            how = f"signal {-code}" if code < 0 else f"code {code}"
+            if not running.spec.restart or (code == 0 and running.spec.done_on_success):
+                self.note(f"{name} exited with {how}")
+                del self.running[name]
+                continue
+            self.note(f"SERVICE DOWN: {name} exited with {how}; restarting (restart #{running.restarts + 1})")
+            time.sleep(min(2.0 * running.restarts, 10.0))
+            fresh = self._spawn(running.spec, running.restarts + 1)
+            try:
+                self._wait_ready(fresh)
+                self.note(f"{name} restarted; work in flight resumes from Postgres and the queues")
+            except ServiceFailed as exc:
+                self.note(f"{name} failed to restart: {exc}")
+            restarted.append(name)
+        return restarted
+
+    def stop(self, name: str, timeout_s: float = 15.0) -> None:
+        running = self.running.pop(name, None)
+        if running is None or running.proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(running.proc.pid, signal.SIGTERM)
+        try:
+            running.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(running.proc.pid, signal.SIGKILL)
+            running.proc.wait(5)
+
+    def stop_all(self) -> None:
+        for name in reversed(list(self.running)):
+            self.note(f"stopping {name}")
+            self.stop(name)
+        self.log_file.close()
