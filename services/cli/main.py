@@ -17,6 +17,7 @@ from shared.settings import SettingsError
 COMMANDS: dict[str, str] = {
     "db": "services.cli.db:db",
     "up": "services.cli.up:up",
+    "demo": "services.cli.demo:demo",
     "model": "services.inference.cli:model",
 }
 SERVE: dict[str, str] = {}
