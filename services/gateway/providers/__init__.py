@@ -12,4 +12,25 @@ Each module ``openai_chat``, ``openai_responses``, ``anthropic_messages``, ``gem
 - ``render_error(error: ProviderError) -> dict``: the vendor's error body (the caller sends ``error.status``).
 
 ``ADAPTERS`` maps each ``ProviderApi`` to its module. The core never branches on the vendor.
+
+Every module also defines ``context_length_error(limit, requested) -> ProviderError`` (the vendor's own
+context-overflow error), ``models_list(names) -> dict`` (its model-list body), ``new_tool_call_id() -> str``
+(an id in the vendor's style: mint tool-call ids with it so they round-trip verbatim) and
+``stream_content_type(conversation) -> str``. ``anthropic_messages.count_tokens_body(n)`` and
+``gemini.count_tokens_body(n)`` answer the token-count endpoints. Shared pieces: ``fields`` (typed readers
+of untrusted bodies), ``sse`` (framing and the stream discipline), ``openai_errors`` (both OpenAI APIs).
 """
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from services.gateway.conversation import ProviderApi
+from services.gateway.providers import anthropic_messages, gemini, openai_chat, openai_responses
+
+ADAPTERS: dict[ProviderApi, ModuleType] = {
+    "openai_chat": openai_chat,
+    "openai_responses": openai_responses,
+    "anthropic_messages": anthropic_messages,
+    "gemini": gemini,
+}

@@ -1,0 +1,246 @@
+"""Typed readers for vendor request bodies, shared by the four ``parse`` functions.
+
+Every reader takes the JSON value, a path that names the field the way the caller wrote it
+(``messages[3].content[0].text``) and raises ``ProviderError(400)`` naming that path when the value has the
+wrong type or range. Parsers use only these readers to touch untrusted input, which is what lets the
+property tests promise that no body, however malformed, escapes as anything but a ``ProviderError``.
+
+Also here: the neutral forms of things several vendors share — tool-call arguments (parsed JSON object or
+raw string), content-part joining, ids with vendor prefixes, and the synthetic reasoning tokens we hand out
+where a vendor expects an opaque blob (Responses ``encrypted_content``, Anthropic thinking ``signature``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import math
+import secrets
+from typing import Any
+
+from services.gateway.conversation import ProviderError, ToolCall
+
+# Content-part lists become one string; parts are joined by a newline, which is how the chat templates
+# we serve separate consecutive text blocks of one turn.
+PART_SEPARATOR = "\n"
+
+# Largest integer we accept for token counts and similar; anything above is a client bug, not a request.
+MAX_INT = 2**31 - 1
+
+# Prefix of the opaque reasoning blobs this gateway emits; lets ``decode_reasoning_blob`` recognize its own.
+_BLOB_PREFIX = "hrl1."
+
+
+def bad(path: str, expected: str) -> ProviderError:
+    """The one error shape for a malformed field: status 400, message naming the field."""
+    return ProviderError(400, f"{path}: expected {expected}", param=path)
+
+
+def require_object(value: Any, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise bad(path, "a JSON object")
+    return value
+
+
+def optional_object(body: dict[str, Any], key: str, path: str) -> dict[str, Any] | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    return require_object(value, f"{path}{key}")
+
+
+def require_list(value: Any, path: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise bad(path, "a JSON array")
+    return value
+
+
+def optional_list(body: dict[str, Any], key: str, path: str = "") -> list[Any]:
+    value = body.get(key)
+    if value is None:
+        return []
+    return require_list(value, f"{path}{key}")
+
+
+def require_str(value: Any, path: str) -> str:
+    if not isinstance(value, str):
+        raise bad(path, "a string")
+    return value
+
+
+def optional_str(body: dict[str, Any], key: str, path: str = "", default: str = "") -> str:
+    value = body.get(key)
+    if value is None:
+        return default
+    return require_str(value, f"{path}{key}")
+
+
+def optional_bool(body: dict[str, Any], key: str, path: str = "", default: bool = False) -> bool:
+    value = body.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise bad(f"{path}{key}", "true or false")
+    return value
+
+
+def optional_int(
+    body: dict[str, Any], key: str, path: str = "", *, minimum: int = 0, maximum: int = MAX_INT
+) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    # bool is an int in Python; ``true`` is never a token count.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise bad(f"{path}{key}", "an integer")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise bad(f"{path}{key}", "an integer")
+        value = int(value)
+    if not minimum <= value <= maximum:
+        raise bad(f"{path}{key}", f"an integer between {minimum} and {maximum}")
+    return value
+
+
+def optional_float(
+    body: dict[str, Any], key: str, path: str = "", *, minimum: float, maximum: float
+) -> float | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise bad(f"{path}{key}", "a number")
+    number = float(value)
+    if math.isnan(number) or not minimum <= number <= maximum:
+        raise bad(f"{path}{key}", f"a number between {minimum:g} and {maximum:g}")
+    return number
+
+
+def stop_list(value: Any, path: str) -> list[str]:
+    """A stop setting: absent, one string, or a list of strings."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return [require_str(item, f"{path}[{i}]") for i, item in enumerate(require_list(value, path))]
+
+
+def ignored_fields_note(body: dict[str, Any], handled: set[str]) -> list[str]:
+    """One note listing the top-level fields the gateway accepted but does not act on."""
+    ignored = sorted(key for key in body if key not in handled)
+    return [f"ignored fields: {', '.join(ignored)}"] if ignored else []
+
+
+# --- tool-call arguments -------------------------------------------------------------------------------
+
+
+def parse_arguments(raw: Any, path: str, notes: list[str]) -> dict[str, Any] | str:
+    """Function-call ``arguments`` as sent in history: a JSON string (OpenAI) or an object.
+
+    A string that is not a JSON object stays a raw string (noted): vendors accept such history, so we do too.
+    """
+    if isinstance(raw, dict):
+        return raw
+    if raw is None:
+        return {}
+    text = require_str(raw, path)
+    if text.strip() == "":
+        return {}
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        notes.append(f"{path}: arguments are not valid JSON; kept as text")
+        return text
+    if not isinstance(value, dict):
+        notes.append(f"{path}: arguments are JSON but not an object; kept as text")
+        return text
+    return value
+
+
+def arguments_object(call: ToolCall) -> dict[str, Any]:
+    """Arguments as an object, for vendors whose tool calls carry one (Anthropic ``input``, Gemini ``args``)."""
+    if isinstance(call.arguments, dict):
+        return call.arguments
+    try:
+        value = json.loads(call.arguments)
+    except (ValueError, RecursionError):
+        return {"input": call.arguments}
+    return value if isinstance(value, dict) else {"input": call.arguments}
+
+
+def arguments_json(call: ToolCall) -> str:
+    """Arguments as the JSON string OpenAI-style tool calls carry."""
+    if isinstance(call.arguments, str):
+        return json.dumps(arguments_object(call), ensure_ascii=False)
+    return json.dumps(call.arguments, ensure_ascii=False)
+
+
+def custom_input(call: ToolCall) -> str:
+    """The raw input of a freeform (``custom``) tool call.
+
+    The model sees a custom tool as a function with one string parameter ``input``
+    (``CUSTOM_TOOL_PARAMETERS``), so a parsed ``{"input": "..."}`` is unwrapped; a raw string passes through.
+    """
+    if isinstance(call.arguments, str):
+        return call.arguments
+    if len(call.arguments) == 1:
+        (only,) = call.arguments.values()
+        if isinstance(only, str):
+            return only
+    return json.dumps(call.arguments, ensure_ascii=False)
+
+
+def custom_tool_parameters(format_description: str) -> dict[str, Any]:
+    """How a freeform tool is offered to the model: one required string parameter ``input``."""
+    return {
+        "type": "object",
+        "properties": {"input": {"type": "string", "description": format_description}},
+        "required": ["input"],
+    }
+
+
+# --- content -------------------------------------------------------------------------------------------
+
+
+def join_parts(texts: list[str]) -> str:
+    return PART_SEPARATOR.join(texts)
+
+
+def dump_json(value: Any) -> str:
+    """Compact JSON for tool results given as objects (Gemini ``functionResponse.response``)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+# --- ids and opaque blobs ------------------------------------------------------------------------------
+
+
+def with_prefix(prefix: str, raw: str) -> str:
+    """A vendor id: ``raw`` unchanged when it already carries ``prefix``, else ``prefix + raw``."""
+    return raw if raw.startswith(prefix) else prefix + raw
+
+
+def random_id(prefix: str) -> str:
+    return prefix + secrets.token_hex(12)
+
+
+def encode_reasoning_blob(reasoning: str) -> str:
+    """The opaque reasoning blob (Responses ``encrypted_content``) we hand out: the full reasoning text,
+    so a harness that echoes only the blob still gives us back exactly what the model sampled."""
+    return _BLOB_PREFIX + base64.urlsafe_b64encode(reasoning.encode()).decode()
+
+
+def decode_reasoning_blob(blob: str) -> str | None:
+    """The reasoning text inside one of our blobs; ``None`` for a foreign (real vendor) blob."""
+    if not blob.startswith(_BLOB_PREFIX):
+        return None
+    try:
+        return base64.urlsafe_b64decode(blob[len(_BLOB_PREFIX) :].encode()).decode()
+    except (binascii.Error, ValueError):
+        return None
+
+
+def reasoning_signature(reasoning: str) -> str:
+    """A deterministic stand-in for Anthropic's thinking ``signature`` (clients echo it; nobody checks it)."""
+    return _BLOB_PREFIX + hashlib.sha256(reasoning.encode()).hexdigest()
