@@ -35,6 +35,15 @@ if ((${#missing[@]})); then
   npm install --global --prefix "$PREFIX" --no-audit --no-fund --loglevel=error "${missing[@]}"
 fi
 
+# Node's os.userInfo() (Qwen Code calls it at start) fails for a uid without a passwd entry, and bwrap binds the
+# host's /etc read-only: give the sandbox uid a name. Skipped when not root (then the sandbox runs as the caller).
+SANDBOX_UID="${HARNESSRL_SANDBOX_UID:-10001}"
+if [[ "$(id -u)" == 0 ]] && ! getent passwd "$SANDBOX_UID" >/dev/null; then
+  getent group "$SANDBOX_UID" >/dev/null || groupadd --gid "$SANDBOX_UID" harnessrl-sandbox
+  useradd --uid "$SANDBOX_UID" --gid "$SANDBOX_UID" --no-create-home --home-dir /home/sandbox \
+    --shell /usr/sbin/nologin harnessrl-sandbox
+fi
+
 # World-readable and executable so the sandbox uids can run the CLIs.
 chmod -R a+rX "$PREFIX"
 for bin in codex claude qwen pi; do

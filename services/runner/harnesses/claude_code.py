@@ -1,0 +1,87 @@
+"""Claude Code (``@anthropic-ai/claude-code`` 2.1.197): Anthropic Messages API, ``claude -p``.
+
+``IS_SANDBOX=1`` is required to skip permissions as root; retries off (the default is 10 with backoff);
+prompt caching and the attribution header off so the prefix stays exact; the non-streaming fallback off so a
+broken stream fails instead of re-sending every turn (reference/harnesses.md §4).
+"""
+
+from __future__ import annotations
+
+import json
+
+from services.runner.harnesses.base import (
+    HarnessLaunch,
+    HarnessRequest,
+    HarnessRunResult,
+    HarnessVerdict,
+    base_env,
+    generic_failure,
+    json_lines,
+    npm_prefix,
+    require_npm_binary,
+    tail,
+)
+
+QUIET_ENV = {
+    "IS_SANDBOX": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_UPDATES": "1",
+    "DISABLE_GROWTHBOOK": "1",
+    "DISABLE_INSTALLATION_CHECKS": "1",
+    "CLAUDE_CODE_MAX_RETRIES": "0",
+    "DISABLE_PROMPT_CACHING": "1",
+    "CLAUDE_CODE_ATTRIBUTION_HEADER": "0",
+    "CLAUDE_CODE_DISABLE_NONSTREAMING_FALLBACK": "1",
+}
+
+
+class ClaudeCodeAdapter:
+    name = "claude-code"
+
+    def check_installed(self) -> None:
+        require_npm_binary("claude")
+
+    def launch(self, request: HarnessRequest) -> HarnessLaunch:
+        model_env = {
+            name: request.model
+            for name in (
+                "ANTHROPIC_MODEL",
+                "ANTHROPIC_DEFAULT_OPUS_MODEL",
+                "ANTHROPIC_DEFAULT_SONNET_MODEL",
+                "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+                "ANTHROPIC_SMALL_FAST_MODEL",
+                "CLAUDE_CODE_SUBAGENT_MODEL",
+            )
+        }
+        env = (
+            base_env(request)
+            | QUIET_ENV
+            | model_env
+            | {
+                "ANTHROPIC_BASE_URL": request.base_url,  # no /v1: Claude appends /v1/messages itself
+                "ANTHROPIC_API_KEY": request.rollout_key,
+                "CLAUDE_CONFIG_DIR": str(request.home / ".claude"),
+            }
+        )
+        argv = [
+            "claude", "-p", request.instruction, "--dangerously-skip-permissions",
+            "--output-format", "json", "--no-session-persistence",
+        ]  # fmt: skip
+        # Pre-accepting onboarding keeps the first start from asking anything.
+        files = {".claude/.claude.json": json.dumps({"hasCompletedOnboarding": True})}
+        return HarnessLaunch(argv, env, files, [npm_prefix()])
+
+    def classify(self, result: HarnessRunResult) -> HarnessVerdict:
+        if failure := generic_failure(result):
+            return failure
+        results = [event for event in json_lines(result.stdout) if event.get("type") == "result"]
+        if not results:
+            return HarnessVerdict("harness_error", f"claude printed no result object: {tail(result.stdout)}")
+        final = results[-1]
+        text = str(final.get("result", ""))
+        if final.get("is_error") or final.get("subtype") != "success" or text.startswith("API Error"):
+            return HarnessVerdict("harness_error", f"claude {final.get('subtype')}: {tail(text)}")
+        return HarnessVerdict("completed")

@@ -1,0 +1,79 @@
+"""Qwen Code (``@qwen-code/qwen-code`` 0.15.10): OpenAI Chat API, one-shot ``qwen --output-format json``.
+
+Qwen exits 0 in JSON mode after an API error and reports it as a result string starting with ``[API Error``,
+so the result text decides the outcome, not the exit code. Usage statistics go to an external host unless
+``privacy.usageStatisticsEnabled`` is off (reference/harnesses.md §5).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from services.runner.harnesses.base import (
+    HarnessLaunch,
+    HarnessRequest,
+    HarnessRunResult,
+    HarnessVerdict,
+    base_env,
+    generic_failure,
+    npm_prefix,
+    require_npm_binary,
+    tail,
+)
+
+
+def settings_json(request: HarnessRequest) -> str:
+    return json.dumps(
+        {
+            "security": {"auth": {"selectedType": "openai"}},
+            "model": {"name": request.model, "generationConfig": {"maxRetries": 0}},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+            "general": {"enableAutoUpdate": False},
+            "tools": {"approvalMode": "yolo"},
+        },
+        indent=2,
+    )
+
+
+def result_objects(stdout: str) -> list[dict[str, Any]]:
+    """Qwen's JSON output: one object or an array of events; returns the ``result`` objects."""
+    try:
+        parsed = json.loads(stdout)
+    except json.JSONDecodeError:
+        return []
+    events = parsed if isinstance(parsed, list) else [parsed]
+    return [e for e in events if isinstance(e, dict) and (e.get("type") == "result" or "result" in e)]
+
+
+class QwenCodeAdapter:
+    name = "qwen-code"
+
+    def check_installed(self) -> None:
+        require_npm_binary("qwen")
+
+    def launch(self, request: HarnessRequest) -> HarnessLaunch:
+        env = base_env(request) | {
+            "OPENAI_API_KEY": request.rollout_key,
+            "OPENAI_BASE_URL": f"{request.base_url}/v1",
+            "OPENAI_MODEL": request.model,
+            "QWEN_CODE_NO_RELAUNCH": "1",  # skip the self-relaunch into a child node (~1.5 s)
+        }
+        argv = [
+            "qwen", "--auth-type", "openai", "--approval-mode", "yolo", "--output-format", "json",
+            request.instruction,
+        ]  # fmt: skip
+        return HarnessLaunch(argv, env, {".qwen/settings.json": settings_json(request)}, [npm_prefix()])
+
+    def classify(self, result: HarnessRunResult) -> HarnessVerdict:
+        if failure := generic_failure(result):
+            return failure
+        results = result_objects(result.stdout.strip())
+        if not results:
+            return HarnessVerdict("harness_error", f"qwen printed no JSON result: {tail(result.stdout)}")
+        final = results[-1]
+        text = str(final.get("result", ""))
+        if final.get("is_error") or "[API Error" in text:
+            return HarnessVerdict("harness_error", f"qwen: {tail(text)}")
+        return HarnessVerdict("completed")
