@@ -20,7 +20,9 @@ COMMANDS: dict[str, str] = {
     "demo": "services.cli.demo:demo",
     "model": "services.inference.cli:model",
 }
-SERVE: dict[str, str] = {}
+SERVE: dict[str, str] = {
+    "api": "services.api.serve:serve_api",
+}
 BENCH: dict[str, str] = {}
 WORKER: dict[str, str] = {}
 
