@@ -24,7 +24,9 @@ SERVE: dict[str, str] = {
     "api": "services.api.serve:serve_api",
 }
 BENCH: dict[str, str] = {}
-WORKER: dict[str, str] = {}
+WORKER: dict[str, str] = {
+    "runner": "services.runner.worker:runner_worker",
+}
 
 
 def _load(path: str) -> click.Command:
