@@ -242,7 +242,10 @@ def run_git(cwd: Path, *args: str, input_bytes: bytes | None = None, timeout_s: 
 
     ``safe.directory=*``: workspaces belong to the sandbox uid, and git refuses other users' repos otherwise.
     """
-    argv = ["git", "-c", "safe.directory=*", "-c", "core.autocrlf=false", "-c", "commit.gpgsign=false", *args]
+    argv = [
+        "git", "-c", "safe.directory=*", "-c", "core.autocrlf=false", "-c", "commit.gpgsign=false",
+        "-c", f"core.excludesFile={os.devnull}", "-c", f"core.hooksPath={os.devnull}", *args,
+    ]  # fmt: skip
     proc = subprocess.run(
         argv, cwd=cwd, env=git_env(), input=input_bytes, capture_output=True, timeout=timeout_s, check=False
     )
@@ -282,11 +285,17 @@ def patch_paths(patch: str) -> list[str]:
 # --- materialization -------------------------------------------------------------------------------------
 
 
+def copy_source_files(source_dir: Path, dest: Path) -> None:
+    """Copy a ``dir`` source's files (caches and any ``.git`` left out) into ``dest``."""
+    ignore = shutil.ignore_patterns(*_IGNORED_WHEN_COPYING)
+    shutil.copytree(source_dir, dest, dirs_exist_ok=True, ignore=ignore, symlinks=True)
+
+
 def base_commit_of_dir(path: Path) -> str:
     """The commit a ``dir`` source yields (what a task file's ``base_commit`` must say)."""
     with tempfile.TemporaryDirectory(prefix="harnessrl-task-") as tmp:
         repo = Path(tmp) / "repo"
-        shutil.copytree(path, repo, ignore=shutil.ignore_patterns(*_IGNORED_WHEN_COPYING), symlinks=True)
+        copy_source_files(path, repo)
         return commit_tree(repo)
 
 
@@ -318,13 +327,7 @@ def materialize(task: Task, dest: Path, store: ObjectStore | None = None) -> Pat
         if isinstance(source, DirSource):
             if not Path(source.path).is_dir():
                 raise TaskRepoError(f"{task.instance_id}: source directory {source.path} does not exist")
-            shutil.copytree(
-                source.path,
-                dest,
-                dirs_exist_ok=True,
-                ignore=shutil.ignore_patterns(*_IGNORED_WHEN_COPYING),
-                symlinks=True,
-            )
+            copy_source_files(Path(source.path), dest)
             commit_tree(dest)
         elif isinstance(source, GitSource):
             run_git(dest, "clone", "-q", "--no-checkout", source.url, ".")

@@ -1,0 +1,382 @@
+"""Grading: turn a rollout's patch into a reward by running the task's tests in a clean sandbox.
+
+Plain functions; the Celery task (``tasks.py``) and tests call them directly.
+
+``grade_patch`` is the pure part (no database): a fresh checkout at ``base_commit``, the agent's patch, then the
+protected paths (and every file the test patch touches) put back exactly as they were at ``base_commit`` —
+files the agent changed are restored, files it added there are deleted — then ``test_patch``, setup commands and
+the test command in the sandbox (no network). Per-test outcomes come from the junit XML the test runner writes;
+a reward function named by ``reward_fn`` maps them to a number.
+
+``grade_rollout`` is the database part, idempotent by rollout id: the ``rewards`` row is inserted with
+``ON CONFLICT (rollout_id) DO NOTHING`` in the same transaction that marks the rollout ``graded``, so a
+redelivered grading message never writes a second reward; then group completion is checked
+(``group_completion.py``). A grading that keeps crashing its worker is given up after ``max_attempts`` with a
+zero reward and outcome ``grading_failed``, so its group can still complete.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import redis
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session, sessionmaker
+
+from services.grader.group_completion import complete_group_if_done
+from shared.db import session_scope
+from shared.models import Reward, Rollout
+from shared.models import Task as TaskRow
+from shared.objectstore import ObjectNotFound, ObjectStore
+from shared.sandbox import Sandbox
+from shared.tasks import JUNIT_PLACEHOLDER, GitError, Task, TaskRepoError, materialize, run_git
+
+log = logging.getLogger(__name__)
+
+JUNIT_FILE = ".harnessrl-junit.xml"
+PASSED, FAILED, ERROR, SKIPPED, MISSING = "passed", "failed", "error", "skipped", "missing"
+
+# --- per-test outcomes -----------------------------------------------------------------------------------
+
+
+def junit_key(node_id: str) -> str:
+    """A pytest node id (``tests/test_x.py::TestC::test_y[1]``) as junit reports it (``tests.test_x.TestC::test_y[1]``)."""
+    path, _, rest = node_id.partition("::")
+    parts = rest.split("::") if rest else []
+    module = path.removesuffix(".py").replace("/", ".")
+    classname = ".".join([module, *parts[:-1]])
+    return f"{classname}::{parts[-1]}" if parts else classname
+
+
+def parse_junit(xml_bytes: bytes) -> dict[str, str]:
+    """Outcome of every test case in a junit XML report, keyed like ``junit_key``."""
+    root = ET.fromstring(xml_bytes)
+    outcomes: dict[str, str] = {}
+    for case in root.iter("testcase"):
+        key = f"{case.get('classname', '')}::{case.get('name', '')}"
+        tags = {child.tag for child in case}
+        if "error" in tags:
+            status = ERROR
+        elif "failure" in tags:
+            status = FAILED
+        elif "skipped" in tags:
+            status = SKIPPED
+        else:
+            status = PASSED
+        # A test reported twice (a teardown error after a pass) keeps its worst outcome.
+        if outcomes.get(key) not in (ERROR, FAILED):
+            outcomes[key] = status
+    return outcomes
+
+
+def outcome_of(node_id: str, report: dict[str, str]) -> str:
+    """The outcome of one listed test. A listed id without parameters covers all its parametrized cases:
+    it passes only if every case passed."""
+    key = junit_key(node_id)
+    if key in report:
+        return report[key]
+    cases = [status for name, status in report.items() if name.startswith(key + "[")]
+    if not cases:
+        return MISSING
+    for worst in (ERROR, FAILED, SKIPPED):
+        if worst in cases:
+            return worst
+    return PASSED
+
+
+@dataclass(frozen=True)
+class TestOutcomes:
+    fail_to_pass: dict[str, str]
+    pass_to_pass: dict[str, str]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"FAIL_TO_PASS": self.fail_to_pass, "PASS_TO_PASS": self.pass_to_pass}
+
+    @property
+    def all_statuses(self) -> list[str]:
+        return [*self.fail_to_pass.values(), *self.pass_to_pass.values()]
+
+
+# --- reward functions ------------------------------------------------------------------------------------
+
+RewardFn = Callable[[TestOutcomes], float]
+REWARD_FUNCTIONS: dict[str, RewardFn] = {}
+
+
+def reward_function(name: str) -> Callable[[RewardFn], RewardFn]:
+    """Register a reward function under ``name`` (what a run's config names as ``reward_fn``)."""
+
+    def register(fn: RewardFn) -> RewardFn:
+        REWARD_FUNCTIONS[name] = fn
+        return fn
+
+    return register
+
+
+@reward_function("resolved")
+def resolved_reward(outcomes: TestOutcomes) -> float:
+    """1.0 when every FAIL_TO_PASS and PASS_TO_PASS test passed (SWE-bench's "resolved"), else 0.0."""
+    return 1.0 if all(s == PASSED for s in outcomes.all_statuses) else 0.0
+
+
+@reward_function("fraction_passed")
+def fraction_passed_reward(outcomes: TestOutcomes) -> float:
+    """The share of listed tests that passed."""
+    statuses = outcomes.all_statuses
+    return sum(s == PASSED for s in statuses) / len(statuses) if statuses else 0.0
+
+
+def get_reward_function(name: str) -> RewardFn:
+    try:
+        return REWARD_FUNCTIONS[name]
+    except KeyError:
+        known = ", ".join(sorted(REWARD_FUNCTIONS))
+        raise ValueError(f"unknown reward function {name!r}; known: {known}") from None
+
+
+# --- grading one patch -----------------------------------------------------------------------------------
+
+
+@dataclass
+class GradeReport:
+    """The verdict on one patch. ``outcome``: graded | patch_failed | test_patch_failed | setup_failed |
+    tests_timed_out | no_test_report."""
+
+    reward: float
+    resolved: bool
+    reward_fn: str
+    outcome: str
+    tests: dict[str, Any]
+    isolation: str
+    grading_s: float
+    log_lines: list[str] = field(default_factory=list)
+
+    @property
+    def log_text(self) -> str:
+        return "\n".join(self.log_lines) + "\n"
+
+
+def _apply(repo: Path, patch: bytes, what: str, log_lines: list[str]) -> bool:
+    if not patch.strip():
+        log_lines.append(f"{what}: empty")
+        return True
+    try:
+        run_git(repo, "apply", "--whitespace=nowarn", "--binary", "-", input_bytes=patch)
+    except GitError as exc:
+        log_lines.append(f"{what}: does not apply: {exc}")
+        return False
+    log_lines.append(f"{what}: applied ({len(patch)} bytes)")
+    return True
+
+
+def restore_paths(repo: Path, base_commit: str, paths: list[str]) -> None:
+    """Put ``paths`` back exactly as at ``base_commit``: tracked files restored, anything else there removed.
+
+    Nothing after the checkout is staged, so every file the agent added is untracked and ``git clean`` finds it.
+    """
+    if not paths:
+        return
+    in_base = run_git(repo, "ls-tree", "-r", "--name-only", base_commit, "--", *paths).decode().splitlines()
+    run_git(repo, "rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", *paths)
+    run_git(repo, "clean", "-q", "-ffdx", "--", *paths)
+    if in_base:
+        run_git(repo, "checkout", base_commit, "--", *in_base)
+
+
+def _test_script(task: Task, junit_path: str) -> str:
+    test_command = task.test_command.replace(JUNIT_PLACEHOLDER, shlex.quote(junit_path))
+    return "\n".join(["set -e", *task.setup_commands, "set +e", test_command])
+
+
+def grade_patch(
+    task: Task,
+    patch: bytes,
+    *,
+    sandbox: Sandbox,
+    store: ObjectStore | None = None,
+    reward_fn: str = "resolved",
+    timeout_s: float = 600.0,
+) -> GradeReport:
+    """Grade ``patch`` (a git diff against ``base_commit``) for ``task``; never raises for a bad patch."""
+    reward_of = get_reward_function(reward_fn)
+    started = time.monotonic()
+    log_lines: list[str] = [f"task {task.instance_id} at {task.base_commit}"]
+
+    def verdict(
+        outcome: str, outcomes: TestOutcomes | None, isolation: str = sandbox.isolation
+    ) -> GradeReport:
+        if outcomes is None:
+            outcomes = TestOutcomes(
+                {t: MISSING for t in task.FAIL_TO_PASS}, {t: MISSING for t in task.PASS_TO_PASS}
+            )
+        reward = reward_of(outcomes) if outcome == "graded" else 0.0
+        resolved = outcome == "graded" and resolved_reward(outcomes) == 1.0
+        log_lines.append(f"outcome {outcome}, reward {reward} ({reward_fn})")
+        return GradeReport(
+            reward,
+            resolved,
+            reward_fn,
+            outcome,
+            outcomes.as_json(),
+            isolation,
+            time.monotonic() - started,
+            log_lines,
+        )
+
+    with tempfile.TemporaryDirectory(prefix="harnessrl-grade-") as tmp:
+        Path(tmp).chmod(0o755)  # the sandbox uid must reach the checkout inside
+        repo = materialize(task, Path(tmp) / "repo", store)
+        if not _apply(repo, patch, "agent patch", log_lines):
+            return verdict("patch_failed", None)
+        restore_paths(repo, task.base_commit, sorted({*task.protected_paths, *task.test_patch_paths()}))
+        if not _apply(repo, task.test_patch.encode(), "test patch", log_lines):
+            return verdict("test_patch_failed", None)
+        # A report the agent's patch planted must not count as the test run's.
+        (repo / JUNIT_FILE).unlink(missing_ok=True)
+        junit_inside = f"{sandbox.workspace_path(repo)}/{JUNIT_FILE}"
+        result = sandbox.run(
+            ["bash", "-c", _test_script(task, junit_inside)],
+            repo,
+            limits=sandbox.limits(task.test_timeout_s or timeout_s),
+        )
+        log_lines += [
+            f"test run: exit {result.exit_code}, {result.duration_s:.2f}s, isolation {result.isolation}",
+            "--- stdout ---",
+            result.stdout,
+            "--- stderr ---",
+            result.stderr,
+        ]
+        if result.timed_out:
+            return verdict("tests_timed_out", None, result.isolation)
+        junit = repo / JUNIT_FILE
+        if not junit.is_file():
+            setup_failed = bool(task.setup_commands) and result.exit_code != 0
+            return verdict("setup_failed" if setup_failed else "no_test_report", None, result.isolation)
+        try:
+            report = parse_junit(junit.read_bytes())
+        except ET.ParseError as exc:
+            log_lines.append(f"junit report unreadable: {exc}")
+            return verdict("no_test_report", None, result.isolation)
+    outcomes = TestOutcomes(
+        {t: outcome_of(t, report) for t in task.FAIL_TO_PASS},
+        {t: outcome_of(t, report) for t in task.PASS_TO_PASS},
+    )
+    return verdict("graded", outcomes, result.isolation)
+
+
+# --- grading one rollout (database) ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GradeOutcome:
+    rollout_id: str
+    action: str  # graded | already_graded | not_gradable | gave_up
+    reward: float | None
+    group_entry_id: str | None
+
+
+def logs_key(run_id: str, rollout_id: str) -> str:
+    return f"logs/{run_id}/{rollout_id}/grading.log"
+
+
+def _record_reward(
+    db: sessionmaker[Session], rollout: Rollout, report: GradeReport, logs: str | None
+) -> bool:
+    """Insert the reward and mark the rollout graded in one transaction; False if a reward already existed."""
+    with session_scope(db) as session:
+        inserted = session.execute(
+            insert(Reward)
+            .values(
+                rollout_id=rollout.id,
+                reward=report.reward,
+                reward_fn=report.reward_fn,
+                resolved=report.resolved,
+                tests=report.tests,
+                outcome=report.outcome,
+                logs_key=logs,
+                grading_s=report.grading_s,
+            )
+            .on_conflict_do_nothing(index_elements=["rollout_id"])
+            .returning(Reward.id)
+        ).first()
+        row = session.get(Rollout, rollout.id, with_for_update=True)
+        assert row is not None
+        row.status = "graded"
+        row.meta = {**row.meta, "grading_isolation": report.isolation}
+        return inserted is not None
+
+
+def grade_rollout(
+    rollout_id: str,
+    *,
+    db: sessionmaker[Session],
+    store: ObjectStore,
+    sandbox: Sandbox,
+    redis_client: redis.Redis,
+    timeout_s: float,
+    max_attempts: int = 3,
+) -> GradeOutcome:
+    """Grade one rollout at most once, then complete its group if this was its last rollout."""
+    with session_scope(db) as session:
+        rollout = session.get(Rollout, rollout_id, with_for_update=True)
+        if rollout is None:
+            raise LookupError(f"no rollout {rollout_id}")
+        already = session.scalar(select(Reward.reward).where(Reward.rollout_id == rollout_id))
+        gradable = rollout.status in ("finished", "grading")
+        if already is None and gradable:
+            attempts = int(rollout.meta.get("grade_attempts", 0)) + 1
+            rollout.meta = {**rollout.meta, "grade_attempts": attempts}
+            rollout.status = "grading"
+        task_row = session.get(TaskRow, rollout.task_id)
+        assert task_row is not None
+        task = Task.model_validate(task_row.spec)
+        reward_fn = str(rollout.meta.get("reward_fn") or "resolved")
+        session.expunge(rollout)
+
+    if already is not None or not gradable:
+        # Redelivered after the reward committed, or a rollout that failed for good (no reward): only the
+        # group may still need completing (a crash may have hit between the two).
+        entry = complete_group_if_done(db, redis_client, rollout.group_id) if rollout.group_id else None
+        action = "already_graded" if already is not None else "not_gradable"
+        return GradeOutcome(rollout_id, action, already, entry)
+
+    if attempts > max_attempts:
+        report = GradeReport(0.0, False, reward_fn, "grading_failed", {}, sandbox.isolation, 0.0,
+                             [f"grading crashed {attempts - 1} times; giving up"])  # fmt: skip
+        action = "gave_up"
+    else:
+        patch = b""
+        if rollout.patch_key:
+            try:
+                patch = store.get_bytes(rollout.patch_key)
+            except ObjectNotFound:
+                log.warning(
+                    "rollout %s: patch %s missing; grading the unchanged repo", rollout_id, rollout.patch_key
+                )
+        try:
+            report = grade_patch(
+                task, patch, sandbox=sandbox, store=store, reward_fn=reward_fn, timeout_s=timeout_s
+            )
+        except TaskRepoError as exc:
+            report = GradeReport(
+                0.0, False, reward_fn, "repo_unavailable", {}, sandbox.isolation, 0.0, [str(exc)]
+            )
+        action = "graded"
+    key = logs_key(rollout.run_id, rollout_id)
+    store.put_bytes(key, report.log_text.encode(), content_type="text/plain")
+    if not _record_reward(db, rollout, report, key):
+        action = "already_graded"
+    log.info("rollout %s: %s reward %.3f (%s) at %s", rollout_id, action, report.reward, report.outcome,
+             datetime.now(UTC).isoformat())  # fmt: skip
+    entry = complete_group_if_done(db, redis_client, rollout.group_id) if rollout.group_id else None
+    return GradeOutcome(rollout_id, action, report.reward, entry)

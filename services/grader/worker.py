@@ -1,0 +1,23 @@
+"""``harnessrl worker grader``: a Celery worker consuming the ``grading`` queue."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command("grader")
+@click.option("-c", "--concurrency", type=int, default=1, show_default=True, help="Gradings run at once.")
+@click.option("-n", "--hostname", default="grader@%h", show_default=True, help="Celery node name.")
+@click.option("-l", "--loglevel", default="info", show_default=True)
+def grader_worker(concurrency: int, hostname: str, loglevel: str) -> None:
+    """Grade finished rollouts from the ``grading`` queue (needs bubblewrap unless HARNESSRL_ALLOW_UNSANDBOXED)."""
+    from services.grader.tasks import app
+    from shared.queues import GRADING_QUEUE
+
+    app.worker_main(
+        [
+            "worker", "--pool=prefork", f"--concurrency={concurrency}", f"--hostname={hostname}",
+            f"--queues={GRADING_QUEUE}", f"--loglevel={loglevel}",
+            "--without-gossip", "--without-mingle", "--without-heartbeat",
+        ]
+    )  # fmt: skip

@@ -1,0 +1,18 @@
+"""Summary statistics."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def mean(values: Sequence[float]) -> float:
+    if not values:
+        raise ValueError("mean of no values")
+    return sum(values) / len(values)
+
+
+def median(values: Sequence[float]) -> float:
+    if not values:
+        raise ValueError("median of no values")
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
