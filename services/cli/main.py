@@ -26,6 +26,7 @@ SERVE: dict[str, str] = {
 BENCH: dict[str, str] = {}
 WORKER: dict[str, str] = {
     "runner": "services.runner.worker:runner_worker",
+    "grader": "services.grader.worker:grader_worker",
 }
 
 
