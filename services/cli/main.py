@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
 }
 SERVE: dict[str, str] = {
     "api": "services.api.serve:serve_api",
+    "gateway": "services.gateway.serve:serve_gateway",
 }
 BENCH: dict[str, str] = {}
 WORKER: dict[str, str] = {

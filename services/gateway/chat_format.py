@@ -1,0 +1,185 @@
+"""Chat formatting: the served model's tokenizer and chat template, owned by the gateway (DESIGN §2).
+
+``ChatFormat.load(model_dir)`` reads the tokenizer and its chat template once (transformers). It renders a
+``Conversation`` to token ids (``render_prompt``), and — what the splice needs — the *suffix* that follows a closed
+assistant turn (``render_suffix``): the template's text for the new messages (tool results, user turns) plus the
+generation prompt, cut at the end-of-turn token that closed the assistant turn.
+
+Why the suffix is exact: the boundary is the end-of-turn special token (``<|im_end|>`` for ChatML). A special token
+splits the text before BPE runs, so tokenizing the text after it alone gives the same ids as tokenizing the whole
+rendering and dropping the prefix ids. ``tests/unit/test_chat_format.py`` checks it for every template we ship.
+
+A completion cut by ``max_tokens`` has no end-of-turn token; ``closing_ids`` are the tokens the template would have
+written to close the turn. The splice appends them (loss mask 0) before the next suffix.
+
+Rendering is CPU work (jinja + BPE); callers on the event loop run it in a thread (``asyncio.to_thread``). The
+tokenizer is thread-safe for encoding.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from services.gateway.conversation import Conversation, Message, ToolSpec
+
+
+class ChatFormatError(Exception):
+    """The model directory has no usable tokenizer or chat template, or a conversation cannot be rendered."""
+
+
+def tool_to_template(tool: ToolSpec) -> dict[str, Any]:
+    """The OpenAI function-tool shape chat templates expect. A ``custom`` (freeform) tool takes one string."""
+    parameters = tool.parameters
+    if tool.kind == "custom":
+        parameters = {
+            "type": "object",
+            "properties": {"input": {"type": "string", "description": "freeform input"}},
+            "required": ["input"],
+        }
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": parameters or {}},
+    }
+
+
+def message_to_template(message: Message) -> dict[str, Any]:
+    """The message shape of HF chat templates (OpenAI-like); arguments stay objects so ``tojson`` renders them."""
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {
+                    "name": call.name,
+                    "arguments": call.arguments
+                    if isinstance(call.arguments, dict)
+                    else {"input": call.arguments},
+                },
+            }
+            for call in message.tool_calls
+        ]
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    if message.name is not None:
+        out["name"] = message.name
+    if message.reasoning:
+        out["reasoning_content"] = message.reasoning
+    return out
+
+
+@dataclass
+class ChatFormat:
+    """A tokenizer plus its chat template; the only place text becomes prompt token ids."""
+
+    tokenizer: Any
+    end_of_turn: str
+    end_of_turn_id: int
+    closing_ids: list[int]
+    model_dir: Path
+
+    @classmethod
+    def load(cls, model_dir: Path) -> ChatFormat:
+        from transformers import AutoTokenizer
+
+        model_dir = Path(model_dir)
+        if (
+            not (model_dir / "tokenizer_config.json").is_file()
+            and not (model_dir / "tokenizer.json").is_file()
+        ):
+            raise ChatFormatError(
+                f"no tokenizer in {model_dir}; build the tiny model with `harnessrl model init-tiny` "
+                "or set HARNESSRL_MODEL_DIR to a Hugging Face model directory"
+            )
+        tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        if not getattr(tokenizer, "chat_template", None):
+            raise ChatFormatError(f"the tokenizer in {model_dir} has no chat template")
+        end_of_turn = tokenizer.eos_token
+        if not end_of_turn:
+            raise ChatFormatError(f"the tokenizer in {model_dir} names no eos (end-of-turn) token")
+        end_of_turn_id = tokenizer.convert_tokens_to_ids(end_of_turn)
+        fmt = cls(tokenizer, end_of_turn, int(end_of_turn_id), [int(end_of_turn_id)], model_dir)
+        fmt._check_end_of_turn()
+        return fmt
+
+    def _check_end_of_turn(self) -> None:
+        """The template must close an assistant turn with the end-of-turn token, or the splice cannot cut."""
+        marker = "§turn-marker§"
+        text = self.render_text(
+            [Message("user", "hi"), Message("assistant", marker)], [], add_generation_prompt=False
+        )
+        after = text[text.rfind(marker) + len(marker) :]
+        if not after.startswith(self.end_of_turn):
+            raise ChatFormatError(
+                f"chat template closes an assistant turn with {after[:20]!r}, not the eos token "
+                f"{self.end_of_turn!r}; the splice needs an end-of-turn special token"
+            )
+
+    # --- rendering -----------------------------------------------------------------------------------
+    def render_text(
+        self, messages: list[Message], tools: list[ToolSpec], *, add_generation_prompt: bool
+    ) -> str:
+        try:
+            text = self.tokenizer.apply_chat_template(
+                [message_to_template(m) for m in messages],
+                tools=[tool_to_template(t) for t in tools] or None,
+                tokenize=False,
+                add_generation_prompt=add_generation_prompt,
+            )
+        except Exception as exc:  # jinja raises anything the template author wrote (raise_exception, ...)
+            raise ChatFormatError(f"chat template failed: {exc}") from exc
+        return str(text)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self.tokenizer.decode(ids, skip_special_tokens=False))
+
+    def render_prompt(self, conversation: Conversation) -> list[int]:
+        """The whole conversation rendered from scratch, ending with the generation prompt."""
+        return self.encode(
+            self.render_text(conversation.messages, conversation.tools, add_generation_prompt=True)
+        )
+
+    def render_suffix(self, conversation: Conversation, closed_turns: int) -> list[int]:
+        """Ids of everything after the ``closed_turns``-th end-of-turn token of the full rendering.
+
+        ``closed_turns`` is the number of end-of-turn tokens in the chain so far (prompt and sampled ids); the
+        caller counts them in ids, so how the template would re-render the model's own reply never matters.
+        """
+        text = self.render_text(conversation.messages, conversation.tools, add_generation_prompt=True)
+        cut = _nth_end(text, self.end_of_turn, closed_turns)
+        if cut < 0:
+            raise ChatFormatError(
+                f"rendering has fewer than {closed_turns} end-of-turn tokens; the conversation does not extend the chain"
+            )
+        return self.encode(text[cut:])
+
+    def count_end_of_turn(self, ids: list[int]) -> int:
+        return sum(1 for i in ids if i == self.end_of_turn_id)
+
+    def closes_turn(self, sampled_ids: list[int]) -> bool:
+        return bool(sampled_ids) and sampled_ids[-1] == self.end_of_turn_id
+
+    def token_count(self, conversation: Conversation) -> int:
+        return len(self.render_prompt(conversation))
+
+
+def _nth_end(text: str, token: str, n: int) -> int:
+    """Offset just after the ``n``-th occurrence of ``token`` (0 when n == 0, -1 when there are fewer)."""
+    offset = 0
+    for _ in range(n):
+        found = text.find(token, offset)
+        if found < 0:
+            return -1
+        offset = found + len(token)
+    return offset
+
+
+def arguments_text(arguments: dict[str, Any] | str) -> str:
+    """Tool-call arguments as the JSON text a hermes template writes (for logs and token estimates)."""
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)

@@ -1,0 +1,104 @@
+"""Per-harness rules that make two requests comparable by meaning (used by the splice, never for rendering).
+
+Harnesses change a few bytes of their history on every request (a billing hash, today's date). Left alone, each
+change would look like edited history and fork the chain. Each rule below names the harness that needs it and is
+tested in ``tests/unit/test_splice_normalize.py``. Rules only rewrite the *comparison key*; the prompt the model sees
+keeps the chain's original tokens (that is the point of the splice).
+
+Message-level rules (``message_key``): tool-call arguments compare as parsed JSON, tool-call ids are ignored
+(Gemini has none, adapters mint their own), surrounding whitespace of text is ignored (harnesses trim or add
+``content: null``), reasoning is ignored (some harnesses drop it from the echo, others keep it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from services.gateway.conversation import Message, ToolSpec
+
+
+@dataclass(frozen=True)
+class VolatileLineRule:
+    name: str
+    harness: str
+    pattern: re.Pattern[str]
+    replacement: str
+
+    def apply(self, text: str) -> str:
+        return self.pattern.sub(self.replacement, text)
+
+
+RULES: tuple[VolatileLineRule, ...] = (
+    # Claude Code: first system block, a hash that changes per request (removable with
+    # CLAUDE_CODE_ATTRIBUTION_HEADER=0, but not every runner sets it).
+    VolatileLineRule(
+        "claude_billing_header",
+        "claude-code",
+        re.compile(r"^x-anthropic-billing-header:[^\n]*\n?", re.MULTILINE),
+        "",
+    ),
+    # Claude Code's <system-reminder> "# currentDate\nToday's date is 2026-11-30." and Qwen Code's startup
+    # context "Today's date is Monday, November 30, 2026." (same words, different date formats).
+    VolatileLineRule(
+        "todays_date",
+        "claude-code,qwen-code",
+        re.compile(r"Today's date is [^\n<]*"),
+        "Today's date is <date>",
+    ),
+    # Codex's <environment_context>: <current_date>2026-11-30</current_date> and <timezone>.
+    VolatileLineRule(
+        "codex_current_date",
+        "codex",
+        re.compile(r"<current_date>[^<]*</current_date>"),
+        "<current_date><date></current_date>",
+    ),
+    # Pi's system prompt: "Current date: 2026-11-30" (and a time when present).
+    VolatileLineRule(
+        "pi_current_date",
+        "pi",
+        re.compile(r"^Current date(?: and time)?: [^\n]*", re.MULTILINE),
+        "Current date: <date>",
+    ),
+)
+
+
+def normalize_text(text: str) -> str:
+    for rule in RULES:
+        text = rule.apply(text)
+    return text.strip()
+
+
+def _canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _arguments_key(arguments: dict[str, Any] | str) -> str:
+    if isinstance(arguments, str):
+        try:
+            return _canonical_json(json.loads(arguments))
+        except json.JSONDecodeError:
+            return arguments
+    return _canonical_json(arguments)
+
+
+def message_key(message: Message) -> tuple[Any, ...]:
+    """What must be equal for two messages to mean the same thing to the model."""
+    calls = tuple((call.name, call.kind, _arguments_key(call.arguments)) for call in message.tool_calls)
+    return (
+        message.role,
+        normalize_text(message.content),
+        calls,
+        message.name if message.role == "tool" else None,
+    )
+
+
+def tools_key(tools: list[ToolSpec]) -> str:
+    return _canonical_json(
+        [
+            {"name": t.name, "kind": t.kind, "description": t.description, "parameters": t.parameters}
+            for t in tools
+        ]
+    )
