@@ -1,0 +1,313 @@
+"""The GRPO core, top to bottom: knobs, group advantages, per-token weights, the clipped loss, one update.
+
+Read in order (CleanRL style): ``GRPOConfig`` (every knob, documented) → ``group_advantages`` → ``token_weights``
+→ ``TokenObjective`` (the per-token loss every reconstruction strategy back-propagates) → ``grpo_step``.
+
+The loss is a fixed weighted sum of per-token terms, ``L = sum_t w_t * l_t(logp_t)``: weights come from the
+aggregation rule and are computed from the batch *before* any forward pass, so a strategy (or a data-parallel
+rank) may back-propagate any subset of tokens on its own and the gradients add up to exactly the batch's.
+
+Per loss token ``t`` of rollout ``i`` (advantage ``A_i``), with ``logp`` the learner's logprob and ``b`` the
+behavior logprob recorded by the inference service when it sampled the token:
+
+    ratio   = exp(logp - b)                                  (importance ratio vs the sampling policy)
+    surr    = min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A)        (PPO clip, clip-higher)
+    tis     = min(1, tis_cap / ratio)   detached             (truncated IS: the effective weight is min(ratio, cap))
+    kl      = exp(r - logp) - (r - logp) - 1                 (k3 estimator vs a reference model's logprob r)
+    l_t     = -tis * surr + kl_coef * kl
+
+Truncated importance sampling matters for off-policy tokens (sampled by an older policy version, or with a
+numerically different inference engine): a token whose ratio explodes with a negative advantage would otherwise
+dominate the gradient; capping at ``tis_cap`` bounds its weight while keeping the gradient direction.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from services.learner import reconstruct
+from services.learner.types import Rollout, TrainingBatch
+
+
+@dataclass(frozen=True)
+class GRPOConfig:
+    """GRPO settings; a run's ``config["grpo"]`` overrides any of them by name."""
+
+    # Advantage ---------------------------------------------------------------------------------------------
+    baseline: Literal["mean", "leave_one_out"] = "mean"
+    """``mean``: A_i = r_i - mean(r). ``leave_one_out``: A_i = r_i - mean of the others (RLOO; unbiased)."""
+    normalize_std: bool = False
+    """Divide advantages by the group's reward std (original GRPO). Off by default (Dr. GRPO): it up-weights
+    groups that are nearly all-correct or all-wrong, a difficulty bias."""
+    std_epsilon: float = 1e-6
+
+    # Policy loss -------------------------------------------------------------------------------------------
+    clip_low: float = 0.2
+    """Lower PPO clip: ratio below 1 - clip_low stops pushing a negative-advantage token down."""
+    clip_high: float = 0.28
+    """Upper PPO clip (clip-higher, DAPO): > clip_low leaves rare good tokens room to grow (less entropy collapse)."""
+    tis_cap: float | None = 2.0
+    """Truncated importance sampling cap on the ratio's weight; None turns it off."""
+    aggregation: Literal["token", "sequence"] = "token"
+    """How per-token terms become one loss.
+    ``token``: sum over all loss tokens of the batch / their count (DAPO). Every token weighs the same, so a long
+    rollout contributes in proportion to its length; no per-rollout length normalization to exploit.
+    ``sequence``: mean over rollouts of the rollout's mean token term (original GRPO). Every rollout weighs the
+    same, so a token of a short rollout weighs more than one of a long rollout: correct answers are pushed toward
+    brevity and wrong long ones are punished weakly per token — the length bias that lets failing rollouts grow.
+    A 'sequence' is a rollout (all its chains), never a forwarded sequence, so every strategy agrees."""
+    kl_coef: float = 0.0
+    """Weight of the k3 KL to the reference model (the initial weights); 0 = no reference model is kept."""
+
+    # Optimizer ---------------------------------------------------------------------------------------------
+    learning_rate: float = 1e-6
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-8
+    weight_decay: float = 0.0
+    max_grad_norm: float | None = 1.0
+
+    # Batching and staleness --------------------------------------------------------------------------------
+    groups_per_step: int = 4
+    """Groups the learner gathers before one update."""
+    max_policy_lag: int = 2
+    """A group sampled more than this many versions ago is dropped (counted as stale)."""
+    strategy: Literal["per_request", "prefix_merging", "trie"] = "trie"
+    max_pack_tokens: int = 1 << 17
+    """Token budget of one trie pack (a data-parallel unit of work)."""
+    bf16_autocast: bool = False
+    """bfloat16 autocast for forward; master weights and the loss stay fp32. Helps on AMX CPUs and GPUs."""
+    seed: int = 0
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> GRPOConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown GRPO setting(s): {', '.join(unknown)}")
+        config = cls(**values)
+        config.check()
+        return config
+
+    def check(self) -> None:
+        if self.baseline not in ("mean", "leave_one_out"):
+            raise ValueError(f"baseline must be 'mean' or 'leave_one_out', not {self.baseline!r}")
+        if self.aggregation not in ("token", "sequence"):
+            raise ValueError(f"aggregation must be 'token' or 'sequence', not {self.aggregation!r}")
+        if self.strategy not in reconstruct.STRATEGIES:
+            raise ValueError(f"strategy must be one of {reconstruct.STRATEGIES}, not {self.strategy!r}")
+        if not (0 <= self.clip_low < 1 and self.clip_high >= 0):
+            raise ValueError("clip_low must be in [0, 1) and clip_high >= 0")
+        if self.tis_cap is not None and self.tis_cap <= 0:
+            raise ValueError("tis_cap must be positive or null")
+        if self.learning_rate <= 0 or self.groups_per_step <= 0 or self.max_pack_tokens <= 0:
+            raise ValueError("learning_rate, groups_per_step and max_pack_tokens must be positive")
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --- advantages ------------------------------------------------------------------------------------------------
+
+
+def group_advantages(rewards: list[float], config: GRPOConfig) -> list[float]:
+    """Group-relative advantages of one GRPO group's rewards."""
+    r = np.asarray(rewards, np.float64)
+    n = len(r)
+    if n < 2:
+        return [0.0] * n
+    if config.baseline == "leave_one_out":
+        advantage = r - (r.sum() - r) / (n - 1)
+    else:
+        advantage = r - r.mean()
+    if config.normalize_std:
+        advantage = advantage / (r.std() + config.std_epsilon)
+    return advantage.tolist()
+
+
+def with_advantages(rollouts: list[Rollout], config: GRPOConfig) -> list[Rollout]:
+    """Each rollout with its advantage computed within its group (rollouts grouped by ``group_id``)."""
+    by_group: dict[str, list[int]] = {}
+    for index, rollout in enumerate(rollouts):
+        by_group.setdefault(rollout.group_id, []).append(index)
+    out = list(rollouts)
+    for members in by_group.values():
+        advantages = group_advantages([rollouts[i].reward for i in members], config)
+        for i, a in zip(members, advantages, strict=True):
+            out[i] = replace(rollouts[i], advantage=a)
+    return out
+
+
+# --- per-token weights ---------------------------------------------------------------------------------------
+
+
+def token_weights(batch: TrainingBatch, config: GRPOConfig) -> np.ndarray:
+    """w_t of each loss token (canonical order) so that L = sum_t w_t * l_t implements the aggregation."""
+    per_token = batch.per_loss_token()
+    n = batch.n_loss_tokens
+    if n == 0:
+        return np.zeros(0)
+    if config.aggregation == "token":
+        return np.full(n, 1.0 / n)
+    rollout_index = per_token["rollout_index"]
+    counts = np.bincount(rollout_index, minlength=len(batch.rollouts)).astype(np.float64)
+    trained = int((counts > 0).sum())
+    return 1.0 / (counts[rollout_index] * trained)
+
+
+# --- the loss --------------------------------------------------------------------------------------------------
+
+
+class TokenObjective:
+    """``l_t`` of the module docstring, weighted; called by reconstruction with any subset of loss tokens."""
+
+    def __init__(
+        self,
+        batch: TrainingBatch,
+        config: GRPOConfig,
+        device: torch.device,
+        reference_logprobs: torch.Tensor | None = None,
+    ) -> None:
+        per_token = batch.per_loss_token()
+        self.config = config
+        self.advantage = torch.from_numpy(per_token["advantage"]).to(device)
+        self.behavior = torch.from_numpy(per_token["behavior_logprobs"]).to(device)
+        self.weight = torch.from_numpy(token_weights(batch, config)).to(device)
+        self.reference = reference_logprobs
+
+    def __call__(self, index: torch.Tensor, logprobs: torch.Tensor) -> torch.Tensor:
+        c = self.config
+        logprobs = logprobs.double()
+        advantage = self.advantage[index]
+        ratio = torch.exp(logprobs - self.behavior[index])
+        clipped = torch.clamp(ratio, 1.0 - c.clip_low, 1.0 + c.clip_high)
+        surrogate = torch.minimum(ratio * advantage, clipped * advantage)
+        if c.tis_cap is not None:
+            surrogate = surrogate * torch.clamp(c.tis_cap / ratio.detach(), max=1.0)
+        loss = -surrogate
+        if c.kl_coef and self.reference is not None:
+            delta = self.reference[index] - logprobs
+            loss = loss + c.kl_coef * (torch.exp(delta) - delta - 1.0)
+        return (loss * self.weight[index]).sum()
+
+    def metrics(self, logprobs: torch.Tensor) -> dict[str, float]:
+        """Loss, clip fraction, KLs over all loss tokens (``logprobs`` detached, canonical order)."""
+        c = self.config
+        if len(logprobs) == 0:
+            return {"loss": 0.0, "clip_fraction": 0.0, "kl_behavior": 0.0, "kl": 0.0, "tis_fraction": 0.0}
+        index = torch.arange(len(logprobs), device=logprobs.device)
+        with torch.no_grad():
+            loss = float(self(index, logprobs))
+            ratio = torch.exp(logprobs.double() - self.behavior)
+            clipped = ((ratio < 1 - c.clip_low) & (self.advantage < 0)) | (
+                (ratio > 1 + c.clip_high) & (self.advantage > 0)
+            )
+            log_ratio = self.behavior - logprobs.double()
+            kl_behavior = float((torch.exp(log_ratio) - log_ratio - 1).mean())
+            kl = 0.0
+            if self.reference is not None:
+                delta = self.reference - logprobs.double()
+                kl = float((torch.exp(delta) - delta - 1).mean())
+            tis = float((ratio > c.tis_cap).double().mean()) if c.tis_cap is not None else 0.0
+        return {
+            "loss": loss,
+            "clip_fraction": float(clipped.double().mean()),
+            "kl_behavior": kl_behavior,
+            "kl": kl,
+            "tis_fraction": tis,
+        }
+
+
+# --- one update ------------------------------------------------------------------------------------------------
+
+
+def make_optimizer(model: torch.nn.Module, config: GRPOConfig) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(
+        model.parameters(),
+        lr=config.learning_rate,
+        betas=(config.adam_beta1, config.adam_beta2),
+        eps=config.adam_epsilon,
+        weight_decay=config.weight_decay,
+    )
+
+
+def all_reduce_gradients(model: torch.nn.Module) -> None:
+    """Sum gradients over data-parallel ranks (each rank back-propagated its own tokens of the same loss)."""
+    import torch.distributed as dist
+
+    for p in model.parameters():
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+
+
+@dataclass
+class StepResult:
+    metrics: dict[str, float]
+    logprobs: torch.Tensor
+    tokens_computed: int
+
+
+def grpo_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: TrainingBatch,
+    config: GRPOConfig,
+    reference_model: torch.nn.Module | None = None,
+    *,
+    rank: int = 0,
+    world_size: int = 1,
+) -> StepResult:
+    """One GRPO update on ``batch`` (advantages already set): forward+backward by strategy, clip, step."""
+    started = time.perf_counter()
+    device = next(model.parameters()).device
+    reference = None
+    if reference_model is not None and config.kl_coef:
+        ref_out = reconstruct.compute(
+            reference_model, batch, config.strategy, None, max_pack_tokens=config.max_pack_tokens
+        )
+        reference = ref_out.logprobs
+    objective = TokenObjective(batch, config, device, reference)
+    optimizer.zero_grad(set_to_none=True)
+    out = reconstruct.compute(
+        model,
+        batch,
+        config.strategy,
+        objective,
+        max_pack_tokens=config.max_pack_tokens,
+        rank=rank,
+        world_size=world_size,
+        bf16_autocast=config.bf16_autocast,
+    )
+    logprobs = out.logprobs
+    tokens = out.tokens_computed
+    if world_size > 1:
+        import torch.distributed as dist
+
+        all_reduce_gradients(model)
+        dist.all_reduce(logprobs, op=dist.ReduceOp.SUM)  # each loss token was computed by exactly one rank
+        counted = torch.tensor([tokens], dtype=torch.int64)
+        dist.all_reduce(counted, op=dist.ReduceOp.SUM)
+        tokens = int(counted.item())
+    grad_norm = float("nan")
+    if config.max_grad_norm is not None:
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm))
+    optimizer.step()
+    metrics = objective.metrics(logprobs)
+    rewards = np.asarray([r.reward for r in batch.rollouts], np.float64)
+    metrics.update(
+        grad_norm=grad_norm if math.isfinite(grad_norm) else 0.0,
+        reward_mean=float(rewards.mean()) if len(rewards) else 0.0,
+        reward_std=float(rewards.std()) if len(rewards) else 0.0,
+        loss_tokens=float(batch.n_loss_tokens),
+        tokens_computed=float(tokens),
+        plan_s=out.plan_s,
+        step_time_s=time.perf_counter() - started,
+    )
+    return StepResult(metrics, logprobs, tokens)

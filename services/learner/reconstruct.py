@@ -1,0 +1,402 @@
+"""Reconstruction strategies: how a batch of chains becomes forward passes, and the loss tokens' logprobs.
+
+Three strategies compute the same numbers (DESIGN §5) and differ only in how much work they repeat:
+
+- ``per_request``: every call is its own sequence, its whole prompt followed by what it sampled (the baseline:
+  turn ``k`` recomputes turns ``1..k-1``).
+- ``prefix_merging``: one sequence per chain; each call's sampled ids are trained where they sit in the chain.
+- ``trie``: all chains of a pack go into one token trie (a token is a node keyed by its ancestors' ids), so a
+  prefix shared by a group — system prompt, tool schemas, task text — and by the turns of one chain is computed
+  once. The trie is cut into *segments* (runs of nodes without branching). Segments run depth first: a segment's
+  queries attend to its ancestor segments' keys/values and causally to itself (``trie_attention.py``), with
+  position ids = trie depths. Memory: only the segments on the current root-to-leaf path hold activations; a
+  segment's keys/values are handed to its descendants as detached leaves whose gradients accumulate, then the
+  segment runs its backward once with them. No mask over the pack is ever built.
+
+Every strategy produces the logprob of each loss token in the batch's canonical order (``types.py``) and, when
+given a ``token_loss``, back-propagates ``token_loss(canonical_indices, logprobs)`` per forwarded unit. Because
+the GRPO loss is a fixed weighted sum of per-token terms (``grpo.py``), summing those backward passes gives the
+gradient of the whole batch, whichever strategy produced it. Work units (sequences or trie packs) are spread
+over data-parallel ranks by token count; a rank computes only its own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from services.learner.trie_attention import KV, TrieContext
+from services.learner.types import Chain, IntArray, TrainingBatch
+
+STRATEGIES = ("per_request", "prefix_merging", "trie")
+
+# token_loss(canonical_indices, logprobs) -> scalar loss of those tokens (already weighted for the batch).
+TokenLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass
+class Targets:
+    """Loss tokens of one forwarded unit: which hidden state predicts which id, and where it goes canonically."""
+
+    predict_at: IntArray
+    target_ids: IntArray
+    canonical: IntArray
+
+    @staticmethod
+    def concat(parts: list[Targets]) -> Targets:
+        if not parts:
+            empty = np.zeros(0, np.int64)
+            return Targets(empty, empty, empty)
+        return Targets(
+            *(np.concatenate([getattr(p, f) for p in parts]) for f in Targets.__dataclass_fields__)
+        )
+
+
+@dataclass
+class Sequence:
+    """One causal sequence (``per_request``, ``prefix_merging``)."""
+
+    ids: IntArray
+    targets: Targets
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.ids)
+
+
+@dataclass
+class Segment:
+    """A run of trie nodes without branching; ``start_depth`` is the position id of its first token."""
+
+    ids: IntArray
+    start_depth: int
+    parent: int | None
+    children: list[int] = field(default_factory=list)
+    targets: Targets | None = None
+
+
+@dataclass
+class TriePack:
+    """One trie over some chains, its segments in depth-first order (a parent before its children)."""
+
+    segments: list[Segment]
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(len(s.ids) for s in self.segments)
+
+
+Unit = Sequence | TriePack
+
+
+@dataclass
+class StrategyOutput:
+    """Loss-token logprobs in canonical order (detached; zeros where another rank computed them)."""
+
+    logprobs: torch.Tensor
+    computed: torch.Tensor  # bool per loss token: computed by this rank
+    tokens_computed: int
+    units: int
+    plan_s: float
+
+
+# --- planning ------------------------------------------------------------------------------------------------
+
+
+def _chain_loss_positions(chain: Chain) -> IntArray:
+    return np.flatnonzero(chain.loss_mask).astype(np.int64)
+
+
+def plan_sequences(batch: TrainingBatch, strategy: str) -> list[Sequence]:
+    """``per_request`` or ``prefix_merging`` sequences of a batch."""
+    sequences: list[Sequence] = []
+    for chain, offset in zip(batch.chains, batch.loss_token_offsets[:-1], strict=True):
+        ids = chain.ids
+        positions = _chain_loss_positions(chain)
+        canonical = offset + np.arange(len(positions), dtype=np.int64)
+        if strategy == "prefix_merging":
+            sequences.append(Sequence(ids, Targets(positions - 1, ids[positions], canonical)))
+            continue
+        end = 0
+        done = 0
+        for call in chain.calls:
+            end += len(call.suffix_ids) + len(call.sampled_ids)
+            n = len(call.sampled_ids)
+            if n == 0:
+                continue
+            mine = positions[done : done + n]
+            sequences.append(Sequence(ids[:end], Targets(mine - 1, ids[mine], canonical[done : done + n])))
+            done += n
+    return sequences
+
+
+class _TrieBuilder:
+    """Insert chains into a token trie; ``new_tokens`` says what a chain would add before inserting it."""
+
+    def __init__(self) -> None:
+        self.child: dict[tuple[int, int], int] = {}
+        self.parent: list[int] = []
+        self.token: list[int] = []
+        self.paths: list[tuple[Chain, int, IntArray]] = []
+
+    def _walk(self, ids: IntArray) -> int:
+        node = -1
+        for depth, tok in enumerate(ids.tolist()):
+            nxt = self.child.get((node, tok))
+            if nxt is None:
+                return depth
+            node = nxt
+        return len(ids)
+
+    def new_tokens(self, chain: Chain) -> int:
+        return len(chain.ids) - self._walk(chain.ids)
+
+    def insert(self, chain: Chain, canonical_offset: int) -> None:
+        path = np.empty(len(chain.ids), np.int64)
+        node = -1
+        for depth, tok in enumerate(chain.ids.tolist()):
+            nxt = self.child.get((node, tok))
+            if nxt is None:
+                nxt = len(self.token)
+                self.child[(node, tok)] = nxt
+                self.parent.append(node)
+                self.token.append(tok)
+            path[depth] = nxt
+            node = nxt
+        self.paths.append((chain, canonical_offset, path))
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.token)
+
+    def build(self) -> TriePack:
+        n = self.n_nodes
+        kids: list[list[int]] = [[] for _ in range(n)]
+        roots: list[int] = []
+        for node, parent in enumerate(self.parent):
+            (roots if parent < 0 else kids[parent]).append(node)
+        seg_of = np.empty(n, np.int64)
+        off_of = np.empty(n, np.int64)
+        segments: list[Segment] = []
+        tokens = np.asarray(self.token, np.int64)
+        # Depth-first, so a segment's parent always precedes it; depth of a segment start = parent's end.
+        stack: list[tuple[int, int | None, int]] = [(r, None, 0) for r in reversed(roots)]
+        while stack:
+            start, parent_seg, depth = stack.pop()
+            nodes = [start]
+            while len(kids[nodes[-1]]) == 1:
+                nodes.append(kids[nodes[-1]][0])
+            index = len(segments)
+            seg_of[nodes] = index
+            off_of[nodes] = np.arange(len(nodes))
+            segments.append(Segment(tokens[nodes], depth, parent_seg))
+            if parent_seg is not None:
+                segments[parent_seg].children.append(index)
+            for kid in reversed(kids[nodes[-1]]):
+                stack.append((kid, index, depth + len(nodes)))
+        per_segment: list[list[Targets]] = [[] for _ in segments]
+        for chain, offset, path in self.paths:
+            positions = _chain_loss_positions(chain)
+            predictors = path[positions - 1]
+            targets = Targets(
+                off_of[predictors], chain.ids[positions], offset + np.arange(len(positions), dtype=np.int64)
+            )
+            segs = seg_of[predictors]
+            for s in np.unique(segs).tolist():
+                pick = segs == s
+                per_segment[s].append(
+                    Targets(targets.predict_at[pick], targets.target_ids[pick], targets.canonical[pick])
+                )
+        for segment, parts in zip(segments, per_segment, strict=True):
+            segment.targets = Targets.concat(parts)
+        return TriePack(segments)
+
+
+def plan_trie(batch: TrainingBatch, max_pack_tokens: int) -> list[TriePack]:
+    """Greedy packs in batch order: a chain joins the current pack while the pack's trie stays in budget."""
+    packs: list[TriePack] = []
+    builder = _TrieBuilder()
+    for chain, offset in zip(batch.chains, batch.loss_token_offsets[:-1].tolist(), strict=True):
+        if builder.n_nodes and builder.n_nodes + builder.new_tokens(chain) > max_pack_tokens:
+            packs.append(builder.build())
+            builder = _TrieBuilder()
+        builder.insert(chain, offset)
+    if builder.n_nodes:
+        packs.append(builder.build())
+    return packs
+
+
+def trie_lower_bound(batch: TrainingBatch) -> int:
+    """Distinct (prefix) tokens of the batch: the fewest tokens any exact strategy must compute."""
+    builder = _TrieBuilder()
+    for chain in batch.chains:
+        builder.insert(chain, 0)
+    return builder.n_nodes
+
+
+def plan(batch: TrainingBatch, strategy: str, max_pack_tokens: int = 1 << 20) -> list[Unit]:
+    if strategy not in STRATEGIES:
+        raise ValueError(
+            f"unknown reconstruction strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}"
+        )
+    if strategy == "trie":
+        return list(plan_trie(batch, max_pack_tokens))
+    return list(plan_sequences(batch, strategy))
+
+
+def assign_units(units: list[Unit], world_size: int) -> list[list[int]]:
+    """Spread units over ranks, largest first onto the least-loaded rank (deterministic)."""
+    load = [0] * world_size
+    owned: list[list[int]] = [[] for _ in range(world_size)]
+    for index in sorted(range(len(units)), key=lambda i: (-units[i].n_tokens, i)):
+        rank = min(range(world_size), key=lambda r: (load[r], r))
+        owned[rank].append(index)
+        load[rank] += units[index].n_tokens
+    return [sorted(o) for o in owned]
+
+
+# --- execution -----------------------------------------------------------------------------------------------
+
+
+def _target_logprobs(model: torch.nn.Module, hidden: torch.Tensor, targets: Targets) -> torch.Tensor:
+    """Output head only where a loss token is predicted."""
+    head = model.get_output_embeddings()  # type: ignore[operator]
+    at = torch.from_numpy(targets.predict_at).to(hidden.device)
+    ids = torch.from_numpy(targets.target_ids).to(hidden.device)
+    logits = head(hidden[at])
+    if logits.dtype in (torch.bfloat16, torch.float16):
+        logits = logits.float()
+    return logits.gather(-1, ids[:, None])[:, 0] - torch.logsumexp(logits, dim=-1)
+
+
+def _decoder(model: torch.nn.Module) -> torch.nn.Module:
+    return model.get_decoder()  # type: ignore[operator, no-any-return]
+
+
+def _hidden(model: torch.nn.Module, ids: IntArray, start: int, **kwargs: object) -> torch.Tensor:
+    device = next(model.parameters()).device
+    input_ids = torch.from_numpy(ids).to(device)[None]
+    positions = torch.arange(start, start + len(ids), device=device)[None]
+    out = _decoder(model)(
+        input_ids=input_ids,
+        position_ids=positions,
+        attention_mask={"full_attention": None},  # no mask: SDPA runs is_causal, the trie path masks itself
+        use_cache=False,
+        **kwargs,
+    )
+    return out.last_hidden_state[0]  # type: ignore[no-any-return]
+
+
+class _Sink:
+    """Collects logprobs of computed loss tokens into the canonical vector."""
+
+    def __init__(self, n: int, device: torch.device) -> None:
+        self.logprobs = torch.zeros(n, dtype=torch.float64, device=device)
+        self.computed = torch.zeros(n, dtype=torch.bool, device=device)
+
+    def put(self, targets: Targets, logprobs: torch.Tensor) -> torch.Tensor:
+        index = torch.from_numpy(targets.canonical).to(logprobs.device)
+        self.logprobs[index] = logprobs.detach().double()
+        self.computed[index] = True
+        return index
+
+
+def _run_sequence(
+    model: torch.nn.Module, seq: Sequence, sink: _Sink, token_loss: TokenLoss | None, amp
+) -> None:  # type: ignore[no-untyped-def]
+    with amp():
+        hidden = _hidden(model, seq.ids, 0)
+        logprobs = _target_logprobs(model, hidden, seq.targets)
+    index = sink.put(seq.targets, logprobs)
+    if token_loss is not None and len(index):
+        token_loss(index, logprobs).backward()
+
+
+def _run_pack(model: torch.nn.Module, pack: TriePack, sink: _Sink, token_loss: TokenLoss | None, amp) -> None:  # type: ignore[no-untyped-def]
+    n_layers = int(model.config.num_hidden_layers)  # type: ignore[union-attr]
+    training = token_loss is not None
+
+    def run(index: int, ancestors: list[list[KV]]) -> None:
+        segment = pack.segments[index]
+        context = TrieContext(ancestors=ancestors)
+        with amp():
+            hidden = _hidden(model, segment.ids, segment.start_depth, trie_context=context)
+        own = [context.own[layer] for layer in range(n_layers)]
+        # Descendants see this segment's K/V as leaves; their gradients collect there until our own backward.
+        exposed = (
+            [(k.detach().requires_grad_(), v.detach().requires_grad_()) for k, v in own] if training else own
+        )
+        for child in segment.children:
+            run(child, [ancestors[layer] + [exposed[layer]] for layer in range(n_layers)])
+        assert segment.targets is not None
+        with amp():
+            logprobs = _target_logprobs(model, hidden, segment.targets)
+        canonical = sink.put(segment.targets, logprobs)
+        if not training:
+            return
+        outputs: list[torch.Tensor] = []
+        grads: list[torch.Tensor | None] = []
+        if len(canonical):
+            outputs.append(token_loss(canonical, logprobs))  # type: ignore[misc]
+            grads.append(None)
+        for (k, v), (leaf_k, leaf_v) in zip(own, exposed, strict=True):
+            for tensor, leaf in ((k, leaf_k), (v, leaf_v)):
+                if leaf.grad is not None:
+                    outputs.append(tensor)
+                    grads.append(leaf.grad)
+        if outputs:
+            torch.autograd.backward(outputs, grads)  # type: ignore[arg-type]
+
+    empty: list[list[KV]] = [[] for _ in range(n_layers)]
+    for index, segment in enumerate(pack.segments):
+        if segment.parent is None:
+            run(index, empty)
+
+
+def iter_owned(units: list[Unit], rank: int, world_size: int) -> Iterator[Unit]:
+    for index in assign_units(units, world_size)[rank]:
+        yield units[index]
+
+
+def compute(
+    model: torch.nn.Module,
+    batch: TrainingBatch,
+    strategy: str,
+    token_loss: TokenLoss | None = None,
+    *,
+    max_pack_tokens: int = 1 << 20,
+    rank: int = 0,
+    world_size: int = 1,
+    bf16_autocast: bool = False,
+    units: list[Unit] | None = None,
+) -> StrategyOutput:
+    """Forward (and, with ``token_loss``, backward) this rank's share of ``batch`` under ``strategy``.
+
+    Requires ``trie_attention.install(model)`` for ``trie``. Without ``token_loss`` it runs under ``no_grad``.
+    """
+    started = time.perf_counter()
+    if units is None:
+        units = plan(batch, strategy, max_pack_tokens)
+    plan_s = time.perf_counter() - started
+    device = next(model.parameters()).device
+    sink = _Sink(batch.n_loss_tokens, device)
+
+    def amp():  # type: ignore[no-untyped-def]
+        return torch.autocast(device.type, dtype=torch.bfloat16) if bf16_autocast else nullcontext()
+
+    tokens = 0
+    count = 0
+    with torch.no_grad() if token_loss is None else nullcontext():
+        for unit in iter_owned(units, rank, world_size):
+            if isinstance(unit, TriePack):
+                _run_pack(model, unit, sink, token_loss, amp)
+            else:
+                _run_sequence(model, unit, sink, token_loss, amp)
+            tokens += unit.n_tokens
+            count += 1
+    return StrategyOutput(sink.logprobs, sink.computed, tokens, count, plan_s)

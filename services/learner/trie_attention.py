@@ -1,0 +1,155 @@
+"""Attention for trie training: a segment's queries attend to its ancestors' keys/values and causally to its own.
+
+A trie segment (a run of tokens without branching) sees every token of its ancestor segments (they all precede
+it on its one root-to-leaf path) and the earlier tokens of itself. Rather than concatenating the ancestors' K/V
+(one copy per descendant, kept for backward) or building a 4-D mask over the whole pack (quadratic memory), each
+block is one call of the fused CPU flash-attention kernel — ancestors unmasked, the segment itself with
+``is_causal`` (so the kernel skips the upper triangle) — and the partial results are merged exactly by their
+log-sum-exps. The backward runs the kernel's backward once per block with the *merged* output and log-sum-exp:
+``softmax`` over the union of keys restricted to one block is ``exp(s - lse_total)``, so each block's gradient
+is exact, and the query gradient is the sum over blocks (the ring-attention identity). Nothing of size
+``queries x keys`` is ever stored.
+
+``install(model)`` registers this as the model's attention implementation. Without a ``trie_context`` keyword
+the same function falls through to transformers' SDPA, so one model object serves every strategy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+ATTENTION_NAME = "harnessrl_trie"
+
+KV = tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass
+class TrieContext:
+    """Per forward of one segment: ancestors' K/V per layer in, this segment's K/V per layer out."""
+
+    ancestors: list[list[KV]]  # [layer][ancestor segment] -> (key, value), each [1, kv_heads, len, head_dim]
+    own: dict[int, KV] = field(default_factory=dict)
+
+
+def _flash_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float):  # type: ignore[no-untyped-def]
+    if q.device.type == "cpu":
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
+    # Reference path for other devices: exact but materializes the score block (small blocks only).
+    scores = torch.matmul(q, _expand_kv(k, q).transpose(-1, -2)) * scale
+    if causal:
+        n = q.shape[-2]
+        scores = scores.masked_fill(
+            torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf")
+        )
+    lse = torch.logsumexp(scores, dim=-1)
+    out = torch.matmul(torch.softmax(scores, dim=-1), _expand_kv(v, q))
+    return out, lse
+
+
+def _expand_kv(kv: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    return kv.repeat_interleave(q.shape[1] // kv.shape[1], dim=1)
+
+
+class MergedBlockAttention(torch.autograd.Function):
+    """softmax(q K^T) V over the concatenation of key/value blocks, computed block by block (see module doc)."""
+
+    @staticmethod
+    def forward(
+        ctx, q: torch.Tensor, scale: float, causal: tuple[bool, ...], *kv: torch.Tensor
+    ) -> torch.Tensor:  # type: ignore[override]
+        accumulate = torch.float64 if q.dtype == torch.float64 else torch.float32
+        outs, lses = [], []
+        for i, is_causal in enumerate(causal):
+            out, lse = _flash_forward(q, kv[2 * i], kv[2 * i + 1], is_causal, scale)
+            outs.append(out.to(accumulate))
+            lses.append(lse.to(accumulate))
+        lse_total = torch.logsumexp(torch.stack(lses), dim=0)
+        merged = sum(
+            torch.exp(lse - lse_total).unsqueeze(-1) * out for out, lse in zip(outs, lses, strict=True)
+        )
+        merged = merged.to(q.dtype)  # type: ignore[union-attr]
+        ctx.save_for_backward(q, merged, lse_total, *kv)
+        ctx.scale = scale
+        ctx.causal = causal
+        return merged
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor):  # type: ignore[no-untyped-def, override]
+        q, merged, lse_total, *kv = ctx.saved_tensors
+        grad_out = grad_out.to(q.dtype).contiguous()
+        grad_q = torch.zeros_like(q)
+        grad_kv: list[torch.Tensor] = []
+        for i, is_causal in enumerate(ctx.causal):
+            k, v = kv[2 * i], kv[2 * i + 1]
+            if q.device.type == "cpu":
+                gq, gk, gv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+                    grad_out, q, k, v, merged, lse_total, 0.0, is_causal, scale=ctx.scale
+                )
+            else:
+                gq, gk, gv = _reference_block_backward(
+                    grad_out, q, k, v, merged, lse_total, is_causal, ctx.scale
+                )
+            grad_q += gq
+            grad_kv += [gk, gv]
+        return (grad_q, None, None, *grad_kv)
+
+
+def _reference_block_backward(grad_out, q, k, v, merged, lse_total, causal, scale):  # type: ignore[no-untyped-def]
+    ke, ve = _expand_kv(k, q), _expand_kv(v, q)
+    scores = torch.matmul(q, ke.transpose(-1, -2)).float() * scale
+    if causal:
+        n = q.shape[-2]
+        scores = scores.masked_fill(
+            torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf")
+        )
+    probs = torch.exp(scores - lse_total.unsqueeze(-1))
+    grad_v = torch.matmul(probs.transpose(-1, -2).to(q.dtype), grad_out)
+    grad_p = torch.matmul(grad_out, ve.transpose(-1, -2)).float()
+    delta = (grad_out.float() * merged.float()).sum(-1, keepdim=True)
+    grad_s = (probs * (grad_p - delta) * scale).to(q.dtype)
+    grad_q = torch.matmul(grad_s, ke)
+    grad_k = torch.matmul(grad_s.transpose(-1, -2), q)
+    groups = q.shape[1] // k.shape[1]
+    fold = (k.shape[0], k.shape[1], groups, *k.shape[2:])
+    return grad_q, grad_k.reshape(fold).sum(2), grad_v.reshape(fold).sum(2)
+
+
+def trie_attention_forward(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    context: TrieContext | None = kwargs.pop("trie_context", None)
+    if context is None:
+        out, weights = sdpa_attention_forward(
+            module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
+        )
+        return out, weights
+    layer = int(module.layer_idx)  # type: ignore[arg-type]
+    # Under autocast the projections are bf16 but RoPE promotes q/k to fp32; run the kernel in one dtype.
+    device = query.device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else query.dtype
+    query, key, value = query.to(dtype), key.to(dtype), value.to(dtype)
+    context.own[layer] = (key, value)
+    scale = float(scaling if scaling is not None else query.shape[-1] ** -0.5)
+    blocks = [*context.ancestors[layer], (key, value)]
+    causal = tuple([False] * (len(blocks) - 1) + [True])
+    flat = [t for kv in blocks for t in kv]
+    out = MergedBlockAttention.apply(query.contiguous(), scale, causal, *flat)
+    return out.transpose(1, 2).contiguous(), None  # transformers expects [batch, queries, heads, head_dim]
+
+
+def install(model: torch.nn.Module) -> None:
+    """Make ``model`` use the trie-aware attention (SDPA whenever no ``trie_context`` is passed)."""
+    AttentionInterface.register(ATTENTION_NAME, trie_attention_forward)
+    model.set_attn_implementation(ATTENTION_NAME)  # type: ignore[operator]
