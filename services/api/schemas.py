@@ -73,6 +73,13 @@ class TaskSource(_Strict):
     by dataset + instance_id). ``instance_ids`` picks a subset.
     """
 
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "anyOf": [{"required": ["tasks"]}, {"required": ["dataset_file"]}, {"required": ["dataset"]}]
+        },
+    )
+
     dataset: str | None = Field(None, pattern=NAME_PATTERN, max_length=100)
     dataset_file: str | None = Field(None, min_length=1, max_length=4096)
     tasks: list[Task] | None = Field(None, min_length=1, max_length=10_000)

@@ -1,0 +1,305 @@
+"""The REST API against a real ``harnessrl serve api`` process, real Postgres, Redis and S3.
+
+Covers creating runs (rows, step 0, rollouts on the Celery queue), idempotency keys, 422 field paths with
+nothing written, cursor pagination, run detail and plot, rollout detail with presigned links, stop, and the
+scheduler's step transitions driven by the rows the learner and grader would write.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import func, select, update
+
+from shared.models import Call, Chain, Group, Reward, Rollout, Run, Step
+from shared.queues import ROLLOUTS_QUEUE, RUN_ROLLOUT
+from tests.fixtures.product import ApiServer, api, api_server, task_spec  # noqa: F401
+
+pytestmark = pytest.mark.integration
+
+
+def _run_body(*instance_ids: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "model": "policy",
+        "harness": "reference",
+        "tasks": [task_spec(i) for i in instance_ids],
+        "group_size": 2,
+        **extra,
+    }
+
+
+def _wait_for(predicate, timeout_s: float = 15.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError("condition not reached")
+
+
+def _queued_rollout_ids(redis_client) -> set[str]:  # type: ignore[no-untyped-def]
+    ids = set()
+    for raw in redis_client.lrange(ROLLOUTS_QUEUE, 0, -1):
+        message = json.loads(raw)
+        if message["headers"]["task"] == RUN_ROLLOUT:
+            args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
+            ids.add(args[0])
+    return ids
+
+
+def test_create_run_writes_step_zero_and_enqueues_every_rollout(api: httpx.Client, db, redis_client) -> None:
+    response = api.post("/v1/runs", json=_run_body("create-a", "create-b", steps=3, name="first"))
+    assert response.status_code == 201, response.text
+    run = response.json()
+    assert (run["status"], run["steps"], run["current_step"], run["name"]) == ("running", 3, 0, "first")
+    assert run["progress"]["tasks"] == 2
+    assert run["progress"]["rollouts"] == {"queued": 4}
+    assert run["config"]["grpo"]["clip_low"] == 0.2  # defaults are stored, so the learner reads one source
+
+    with db() as session:
+        groups = session.scalars(select(Group).where(Group.run_id == run["id"])).all()
+        rollouts = session.scalars(select(Rollout).where(Rollout.run_id == run["id"])).all()
+    assert sorted(g.step for g in groups) == [0, 0]
+    assert sorted((r.group_id, r.index_in_group) for r in rollouts) == sorted(
+        (g.id, i) for g in groups for i in range(2)
+    )
+    assert all(r.meta.get("enqueued_at") for r in rollouts)
+    assert len({r.rollout_key for r in rollouts}) == 4
+    assert {r.id for r in rollouts} <= _queued_rollout_ids(redis_client)
+
+
+def test_tasks_are_upserted_by_dataset_and_instance(api: httpx.Client, db) -> None:
+    first = api.post("/v1/runs", json=_run_body("upsert-a", dataset="upsert-suite")).json()
+    changed = task_spec("upsert-a") | {"problem_statement": "A sharper statement."}
+    second = api.post("/v1/runs", json={**_run_body(), "tasks": [changed], "dataset": "upsert-suite"}).json()
+    assert first["config"]["task_ids"] == second["config"]["task_ids"]
+    from shared.models import Task
+
+    with db() as session:
+        spec = session.get(Task, first["config"]["task_ids"][0]).spec
+    assert spec["problem_statement"] == "A sharper statement."
+
+
+def test_idempotency_key_replays_and_rejects_a_different_body(api: httpx.Client, db) -> None:
+    headers = {"Idempotency-Key": f"idem-{time.time_ns()}"}
+    first = api.post("/v1/runs", json=_run_body("idem-a"), headers=headers)
+    replay = api.post("/v1/runs", json=_run_body("idem-a"), headers=headers)
+    other = api.post("/v1/runs", json=_run_body("idem-b"), headers=headers)
+    assert (first.status_code, replay.status_code, other.status_code) == (201, 200, 409)
+    assert first.json()["id"] == replay.json()["id"]
+    assert other.json()["error"] == "conflict"
+    with db() as session:
+        assert session.scalar(select(func.count()).select_from(Run).where(Run.id == first.json()["id"])) == 1
+        groups = session.scalar(
+            select(func.count()).select_from(Group).where(Group.run_id == first.json()["id"])
+        )
+    assert groups == 1  # the replay created no second step 0
+
+
+@pytest.mark.parametrize(
+    ("body", "loc"),
+    [
+        (_run_body("bad-a", group_size=0), "body.group_size"),
+        (_run_body("bad-a", grpo={"clip_low": 1.5}), "body.grpo.clip_low"),
+        (_run_body("bad-a", grpo={"clip_lowww": 0.1}), "body.grpo.clip_lowww"),
+        (_run_body("bad-a", harness="vim"), "body.harness"),
+        (
+            {**_run_body(), "tasks": [task_spec("bad-a") | {"base_commit": "nope"}]},
+            "body.tasks.0.base_commit",
+        ),
+        ({**_run_body(), "tasks": [task_spec("dup"), task_spec("dup")]}, "body.tasks.1.instance_id"),
+        ({**_run_body(), "tasks": None, "dataset": "no-such-suite"}, "body.dataset"),
+        ({**_run_body(), "tasks": None, "dataset_file": "/nonexistent/tasks.jsonl"}, "body.dataset_file"),
+        (_run_body("bad-a", instance_ids=["bad-z"]), "body.instance_ids"),
+        (_run_body("bad-a", harness="shell"), "body"),
+        ({"harness": "reference", "tasks": [task_spec("bad-a")]}, "body.model"),
+    ],
+)
+def test_invalid_bodies_are_422_with_the_field_path_and_write_nothing(
+    api: httpx.Client, db, body: dict[str, Any], loc: str
+) -> None:
+    with db() as session:
+        before = session.scalar(select(func.count()).select_from(Run))
+    response = api.post("/v1/runs", json=body)
+    assert response.status_code == 422, response.text
+    error = response.json()
+    assert error["error"] == "validation_error"
+    assert loc in [d["loc"] for d in error["detail"]], error
+    with db() as session:
+        assert session.scalar(select(func.count()).select_from(Run)) == before
+
+
+def test_malformed_json_and_bad_query_parameters_are_422(api: httpx.Client) -> None:
+    response = api.post("/v1/runs", content=b"{not json", headers={"Content-Type": "application/json"})
+    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == "body"
+    for query, loc in [
+        ("limit=0", "query.limit"),
+        ("limit=x", "query.limit"),
+        ("cursor=%%%", "query.cursor"),
+    ]:
+        response = api.get(f"/v1/runs?{query}")
+        assert response.status_code == 422, query
+        assert response.json()["detail"][0]["loc"] == loc
+
+
+def test_pagination_walks_every_run_once_newest_first(api: httpx.Client) -> None:
+    created = [api.post("/v1/runs", json=_run_body(f"page-{i}")).json()["id"] for i in range(3)]
+    seen: list[str] = []
+    cursor = None
+    while True:
+        params = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+        page = api.get("/v1/runs", params=params).json()
+        assert len(page["items"]) <= 2
+        seen += [item["id"] for item in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert len(seen) == len(set(seen))
+    assert [i for i in seen if i in created] == list(reversed(created))
+    running = api.get("/v1/runs", params={"status": "running", "limit": 200}).json()["items"]
+    assert {r["status"] for r in running} == {"running"}
+
+
+def test_unknown_ids_are_404(api: httpx.Client) -> None:
+    for path in ("/v1/runs/run_missing", "/v1/runs/run_missing/plot", "/v1/rollouts/ro_missing"):
+        response = api.get(path)
+        assert response.status_code == 404 and response.json()["error"] == "not_found"
+    assert api.post("/v1/runs/run_missing/stop").status_code == 404
+    assert api.post("/v1/runs/run_missing/tasks", json={"tasks": [task_spec("x")]}).status_code == 404
+
+
+def _grade_step(db, run_id: str, step: int, rewards: list[float]) -> None:  # type: ignore[no-untyped-def]
+    """Write what runner and grader would: finished rollouts with rewards, groups complete."""
+    with db.begin() as session:
+        rollouts = session.scalars(
+            select(Rollout).join(Group).where(Group.run_id == run_id, Group.step == step).order_by(Rollout.id)
+        ).all()
+        for rollout, reward in zip(rollouts, rewards * len(rollouts), strict=False):
+            rollout.status = "graded"
+            session.add(Reward(rollout_id=rollout.id, reward=reward, resolved=reward == 1.0, tests={}))
+        session.execute(
+            update(Group).where(Group.run_id == run_id, Group.step == step).values(status="complete")
+        )
+
+
+def test_run_detail_reward_curve_and_plot(api: httpx.Client, db) -> None:
+    run = api.post("/v1/runs", json=_run_body("curve-a", "curve-b")).json()
+    _grade_step(db, run["id"], 0, [1.0, 0.0])
+    with db.begin() as session:
+        session.add(Step(run_id=run["id"], step=0, policy_version=1, loss=0.5, kl=0.01, tokens=100))
+    detail = api.get(f"/v1/runs/{run['id']}").json()
+    (point,) = detail["reward_curve"]
+    assert (point["step"], point["rollouts"], point["reward_mean"], point["resolved_rate"]) == (
+        0,
+        4,
+        0.5,
+        0.5,
+    )
+    assert point["reward_std"] == pytest.approx(0.5)
+    assert detail["progress"]["rollouts_done"] == 4
+    assert detail["step_metrics"][0]["loss"] == 0.5
+    plot = api.get(f"/v1/runs/{run['id']}/plot")
+    assert plot.status_code == 200 and plot.headers["Content-Type"] == "image/png"
+    assert plot.content.startswith(b"\x89PNG\r\n\x1a\n") and len(plot.content) > 5000
+
+
+def test_rollout_detail_has_calls_chains_patch_reward_and_fetchable_links(
+    api: httpx.Client, db, store
+) -> None:
+    run = api.post("/v1/runs", json=_run_body("detail-a")).json()
+    with db.begin() as session:
+        rollout = session.scalars(select(Rollout).where(Rollout.run_id == run["id"])).first()
+        patch_key = f"patches/{run['id']}/{rollout.id}.diff"
+        log_key = f"logs/{run['id']}/{rollout.id}/harness.log"
+        store.put_bytes(patch_key, b"--- a/calc.py\n+++ b/calc.py\n@@ -1 +1 @@\n-a - b\n+a + b\n")
+        store.put_bytes(log_key, b"agent finished\n")
+        rollout.patch_key, rollout.status = patch_key, "graded"
+        chain = Chain(rollout_id=rollout.id, tokens_prefix=f"tokens/{run['id']}/{rollout.id}/1", n_calls=2)
+        fork = Chain(rollout_id=rollout.id, tokens_prefix="t", fork_reason="compaction", n_calls=1)
+        session.add_all([chain, fork])
+        session.flush()
+        for chain_id, position in ((chain.id, 0), (chain.id, 1), (fork.id, 0)):
+            session.add(
+                Call(
+                    rollout_id=rollout.id,
+                    chain_id=chain_id,
+                    position=position,
+                    provider_api="openai_chat",
+                    prompt_tokens=100,
+                    suffix_tokens=10,
+                    completion_tokens=20,
+                    finish_reason="stop",
+                    policy_version=0,
+                    tokens_key=f"k{chain_id}{position}",
+                    total_ms=12.5,
+                )
+            )
+        session.add(Reward(rollout_id=rollout.id, reward=1.0, resolved=True, tests={"test_add": "passed"}))
+    detail = api.get(f"/v1/rollouts/{rollout.id}").json()
+    assert detail["task"]["instance_id"] == "detail-a" and detail["step"] == 0
+    assert [(c["chain_id"] == chain.id, c["position"]) for c in detail["calls"]] == [
+        (True, 0),
+        (True, 1),
+        (False, 0),
+    ]
+    assert [c["fork_reason"] for c in detail["chains"]] == [None, "compaction"]
+    assert detail["reward"]["tests"] == {"test_add": "passed"} and detail["reward"]["resolved"] is True
+    assert "+a + b" in detail["patch"]["text"] and detail["patch"]["truncated"] is False
+    assert httpx.get(detail["patch"]["url"]).content == store.get_bytes(patch_key)
+    assert [link["key"] for link in detail["logs"]] == [log_key]
+    assert httpx.get(detail["logs"][0]["url"]).content == b"agent finished\n"
+
+
+def test_stop_cancels_queued_rollouts_and_blocks_new_tasks(api: httpx.Client, db) -> None:
+    run = api.post("/v1/runs", json=_run_body("stop-a")).json()
+    response = api.post(f"/v1/runs/{run['id']}/stop")
+    assert response.status_code == 200 and response.json()["status"] in ("stopping", "stopped")
+    _wait_for(lambda: api.get(f"/v1/runs/{run['id']}").json()["status"] == "stopped")
+    detail = api.get(f"/v1/runs/{run['id']}").json()
+    assert detail["progress"]["rollouts"] == {"failed": 2}
+    assert api.post(f"/v1/runs/{run['id']}/stop").status_code == 200  # stopping twice is fine
+    blocked = api.post(f"/v1/runs/{run['id']}/tasks", json={"tasks": [task_spec("stop-b")]})
+    assert blocked.status_code == 409
+
+
+def test_added_tasks_are_sampled_by_later_steps(api: httpx.Client, db) -> None:
+    run = api.post("/v1/runs", json=_run_body("add-a", steps=2)).json()
+    added = api.post(f"/v1/runs/{run['id']}/tasks", json={"tasks": [task_spec("add-a"), task_spec("add-b")]})
+    assert added.status_code == 200, added.text
+    assert added.json()["tasks"] == 2 and len(added.json()["added"]) == 1
+    again = api.post(f"/v1/runs/{run['id']}/tasks", json={"tasks": [task_spec("add-b")]}).json()
+    assert again["added"] == [] and again["tasks"] == 2
+
+
+def test_scheduler_advances_steps_after_the_policy_moves_and_completes(api: httpx.Client, db) -> None:
+    run = api.post(
+        "/v1/runs", json=_run_body("sched-a", "sched-b", "sched-c", steps=2, groups_per_step=2)
+    ).json()
+    run_id = run["id"]
+    _grade_step(db, run_id, 0, [1.0, 0.0])
+    with db.begin() as session:
+        session.execute(update(Group).where(Group.run_id == run_id).values(status="consumed"))
+    time.sleep(2.5)  # several scheduler ticks: consumed but the policy has not moved, so no step 1
+    assert api.get(f"/v1/runs/{run_id}").json()["current_step"] == 0
+
+    with db.begin() as session:
+        session.execute(update(Run).where(Run.id == run_id).values(policy_version=1))
+    _wait_for(lambda: api.get(f"/v1/runs/{run_id}").json()["current_step"] == 1)
+    with db() as session:
+        step1 = session.scalars(select(Group).where(Group.run_id == run_id, Group.step == 1)).all()
+        step0_tasks = set(
+            session.scalars(select(Group.task_id).where(Group.run_id == run_id, Group.step == 0))
+        )
+    assert len(step1) == 2 and {g.policy_version for g in step1} == {1}
+    assert {g.task_id for g in step1} != step0_tasks  # the window moved on to the third task
+
+    with db.begin() as session:
+        session.execute(update(Group).where(Group.run_id == run_id, Group.step == 1).values(status="failed"))
+    _wait_for(lambda: api.get(f"/v1/runs/{run_id}").json()["status"] == "completed")
+    assert api.post(f"/v1/runs/{run_id}/stop").status_code == 409
