@@ -9,7 +9,7 @@ Two model formats are recognised:
 ``ToolCallParser.feed(delta)`` takes text as the model produces it and returns events: text outside blocks streams
 out at once as ``TextDelta`` (only a tail that could be the start of an opening tag is held back), ``<think>``
 content streams as ``ReasoningDelta``, and a ``ToolCallEvent`` comes out when its block closes. ``finish()``
-flushes; whitespace-only text is dropped (it is formatting around blocks). A block that does not parse (bad JSON, no name, unclosed at the end) is not a tool call: its raw text is
+flushes; whitespace right before a block or at the end is dropped (formatting). A block that does not parse (bad JSON, no name, unclosed at the end) is not a tool call: its raw text is
 returned as text and the first such failure is kept in ``parse_error`` (recorded on the call).
 
 Parameter values of the XML format are strings unless the offered tool's schema types them otherwise (then JSON).
@@ -60,6 +60,7 @@ class ToolCallParser:
     _buffer: str = ""
     _open_tag: str | None = None
     _pending_space: str = ""
+    _space_before_block: str = ""
 
     def feed(self, delta: str) -> list[TextDelta | ReasoningDelta | ToolCallEvent]:
         self._buffer += delta
@@ -93,8 +94,8 @@ class ToolCallParser:
             self._emit_text(self._buffer[:index], events)
             self._buffer = self._buffer[index + len(tag) :]
             self._open_tag = tag
-            if tag != THINK_OPEN:
-                self._pending_space = ""
+            if tag != THINK_OPEN:  # kept aside: a block that fails to parse is text again, with its space
+                self._space_before_block, self._pending_space = self._pending_space, ""
             return True
         keep = _partial_tag_tail(self._buffer)
         self._emit_text(self._buffer[: len(self._buffer) - keep], events)
@@ -130,15 +131,14 @@ class ToolCallParser:
 
     # --- emitting ------------------------------------------------------------------------------------
     def _emit_text(self, text: str, events: list[Any]) -> None:
-        # Whitespace is held until real text follows: newlines around a tool-call block are formatting, and
-        # a reply that is only a tool call should carry no text.
+        # Trailing whitespace is held until more text follows: newlines around a tool-call block and at the
+        # end are formatting, and holding them makes the split independent of how the text was chunked.
         text = self._pending_space + text
-        if not text.strip():
-            self._pending_space = text
-            return
-        self._pending_space = ""
-        self.text += text
-        events.append(TextDelta(text))
+        body = text.rstrip()
+        self._pending_space = text[len(body) :]
+        if body:
+            self.text += body
+            events.append(TextDelta(body))
 
     def _emit_reasoning(self, text: str, events: list[Any]) -> None:
         if text:
@@ -148,7 +148,7 @@ class ToolCallParser:
     def _fail(self, reason: str, raw: str, events: list[Any]) -> None:
         if self.parse_error is None:
             self.parse_error = reason
-        self._emit_text(raw, events)
+        self._emit_text(self._space_before_block + raw, events)
 
     # --- block parsing -------------------------------------------------------------------------------
     def _parse_block(self, open_tag: str, body: str) -> ToolCall:

@@ -1,0 +1,239 @@
+"""The splice: every prompt extends the chain with the model's own sampled ids; every fork has its reason;
+per-harness volatile lines are normalized by tested rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.gateway.chat_format import ChatFormat
+from services.gateway.conversation import Conversation, Message, ToolCall, ToolSpec
+from services.gateway.normalize import RULES, message_key, normalize_text
+from services.gateway.splice import Splicer
+
+pytestmark = pytest.mark.unit
+
+BASH = ToolSpec("bash", "Run a command", {"type": "object", "properties": {"command": {"type": "string"}}})
+READ = ToolSpec("read", "Read a file", {"type": "object", "properties": {"path": {"type": "string"}}})
+SYSTEM = Message("system", "You are a coding agent.")
+TASK = Message("user", "Create hello.txt")
+
+
+@pytest.fixture(scope="module")
+def chat_format(tiny_model_dir: Path) -> ChatFormat:
+    return ChatFormat.load(tiny_model_dir)
+
+
+def conv(messages: list[Message], tools: list[ToolSpec] | None = None) -> Conversation:
+    return Conversation("openai_chat", messages, [BASH] if tools is None else tools)
+
+
+class Driver:
+    """Plays a harness: sends a conversation, 'samples' a reply as real ids, commits it like the gateway."""
+
+    def __init__(self, chat_format: ChatFormat, mode: str = "splice") -> None:
+        self.fmt = chat_format
+        self.splicer = Splicer(chat_format, mode)  # type: ignore[arg-type]
+        self.next_chain = 1
+        self.next_call = 1
+
+    def call(self, conversation: Conversation, reply: Message, *, cut: bool = False):  # type: ignore[no-untyped-def]
+        plan = self.splicer.plan("ro", conversation)
+        text = reply.content
+        for tool_call in reply.tool_calls:
+            text += '<tool_call>\n{"name": "%s", "arguments": {"command": "%s"}}\n</tool_call>' % (
+                tool_call.name,
+                tool_call.arguments["command"],  # type: ignore[index]
+            )
+        sampled = self.fmt.encode(text) + ([] if cut else [self.fmt.end_of_turn_id])
+        chain_id = plan.extends.chain_id if plan.extends else self.next_chain
+        if plan.extends is None:
+            self.next_chain += 1
+        self.splicer.commit("ro", plan, conversation, reply, sampled, chain_id, self.next_call)
+        self.next_call += 1
+        return plan, sampled
+
+
+def bash_reply(command: str) -> Message:
+    return Message("assistant", "", [ToolCall("call_1", "bash", {"command": command})])
+
+
+def test_every_prompt_is_previous_prompt_plus_sampled_plus_suffix(chat_format: ChatFormat) -> None:
+    driver = Driver(chat_format)
+    messages = [SYSTEM, TASK]
+    previous = None
+    for turn in range(4):
+        reply = bash_reply(f"echo {turn} > f{turn}.txt")
+        plan, sampled = driver.call(conv(messages), reply)
+        if previous is None:
+            assert plan.extends is None and plan.fork_reason is None and plan.prompt_ids == plan.segment_prompt_ids
+        else:
+            prev_prompt, prev_sampled = previous
+            assert plan.extends is not None and plan.position == turn
+            assert plan.prompt_ids == prev_prompt + prev_sampled + plan.segment_prompt_ids
+        previous = (plan.prompt_ids, sampled)
+        # the harness echoes our reply with re-serialized JSON arguments and content null -> ""
+        echo = Message("assistant", "", [ToolCall("other_id", "bash", {"command": f"echo {turn} > f{turn}.txt"})])
+        messages = messages + [echo, Message("tool", f"ok {turn}", tool_call_id="other_id")]
+
+
+def test_cut_reply_gets_closing_tokens(chat_format: ChatFormat) -> None:
+    driver = Driver(chat_format)
+    first, sampled = driver.call(conv([SYSTEM, TASK]), Message("assistant", "I will think about"), cut=True)
+    echo = Message("assistant", "I will think about")
+    plan, _ = driver.call(conv([SYSTEM, TASK, echo, Message("user", "continue")]), Message("assistant", "ok"))
+    assert plan.extends is not None
+    assert plan.segment_prompt_ids[0] == chat_format.end_of_turn_id  # closing token, loss mask 0
+    assert plan.prompt_ids == first.prompt_ids + sampled + plan.segment_prompt_ids
+
+
+def test_no_drift_when_rendering_matches(chat_format: ChatFormat) -> None:
+    driver = Driver(chat_format)
+    driver.call(conv([SYSTEM, TASK]), Message("assistant", "hello"))
+    conversation = conv([SYSTEM, TASK, Message("assistant", "hello"), Message("user", "again")])
+    plan = driver.splicer.plan("ro", conversation)
+    assert not driver.splicer.drift(conversation, plan)
+
+
+def test_drift_when_the_model_formats_differently_from_the_template(chat_format: ChatFormat) -> None:
+    """The model put two spaces in its JSON; the template would re-render one: splice keeps the model's."""
+    driver = Driver(chat_format)
+    plan1 = driver.splicer.plan("ro", conv([SYSTEM, TASK]))
+    reply = bash_reply("ls")
+    sampled = chat_format.encode('<tool_call>\n{"name":  "bash", "arguments": {"command": "ls"}}\n</tool_call>')
+    driver.splicer.commit("ro", plan1, conv([SYSTEM, TASK]), reply, sampled + [chat_format.end_of_turn_id], 1, 1)
+    conversation = conv([SYSTEM, TASK, reply, Message("tool", "x", tool_call_id="call_1")])
+    plan = driver.splicer.plan("ro", conversation)
+    assert plan.extends is not None
+    assert driver.splicer.drift(conversation, plan)
+
+
+def test_retemplate_mode_forks_where_tokens_disagree(chat_format: ChatFormat) -> None:
+    driver = Driver(chat_format, "retemplate")
+    plan1 = driver.splicer.plan("ro", conv([SYSTEM, TASK]))
+    reply = bash_reply("ls")
+    odd = chat_format.encode('<tool_call>\n{"name":  "bash", "arguments": {"command": "ls"}}\n</tool_call>')
+    driver.splicer.commit("ro", plan1, conv([SYSTEM, TASK]), reply, odd + [chat_format.end_of_turn_id], 1, 1)
+    conversation = conv([SYSTEM, TASK, reply, Message("tool", "x", tool_call_id="call_1")])
+    plan = driver.splicer.plan("ro", conversation)
+    assert plan.extends is None and plan.fork_reason == "edited_history"
+    assert plan.prompt_ids == chat_format.render_prompt(conversation)
+
+
+def _forked(chat_format: ChatFormat, second: Conversation) -> str | None:
+    driver = Driver(chat_format)
+    first = conv([SYSTEM, TASK, bash_reply("ls"), Message("tool", "a.txt", tool_call_id="call_1")])
+    driver.call(first, bash_reply("cat a.txt"))
+    plan = driver.splicer.plan("ro", second)
+    assert plan.extends is None
+    assert plan.parent_chain_id == 1
+    return plan.fork_reason
+
+
+HISTORY = [SYSTEM, TASK, bash_reply("ls"), Message("tool", "a.txt", tool_call_id="call_1")]
+NEXT = [bash_reply("cat a.txt"), Message("tool", "hi", tool_call_id="call_2")]
+
+FORKS = {
+    "retry": conv(HISTORY),
+    "tools_changed": Conversation("openai_chat", HISTORY + NEXT, [BASH, READ]),
+    "system_changed": conv([Message("system", "You are another agent.")] + HISTORY[1:] + NEXT),
+    "subagent": Conversation("openai_chat", [Message("system", "You explore."), Message("user", "find x")], [READ]),
+    "new_conversation": conv([SYSTEM, Message("user", "Something else entirely")]),
+    "truncated_history": conv([SYSTEM, Message("tool", "a.txt", tool_call_id="call_1")] + NEXT),
+    "compaction": conv([SYSTEM, TASK, Message("assistant", "Summary: listed files, found a.txt.")]),
+    "edited_history": conv([SYSTEM, TASK, bash_reply("ls -la"), Message("tool", "a.txt", tool_call_id="c")] + NEXT),
+}
+
+
+@pytest.mark.parametrize("reason", sorted(FORKS))
+def test_fork_reason(chat_format: ChatFormat, reason: str) -> None:
+    assert _forked(chat_format, FORKS[reason]) == reason
+
+
+def test_edited_reply_is_edited_history(chat_format: ChatFormat) -> None:
+    """Claude rewrites the turn after an empty reply; a changed reply of ours is edited history, not a splice."""
+    second = conv(HISTORY + [bash_reply("cat b.txt"), Message("tool", "no", tool_call_id="call_2")])
+    assert _forked(chat_format, second) == "edited_history"
+
+
+def test_retry_reuses_the_prompt_ids_the_model_saw(chat_format: ChatFormat) -> None:
+    driver = Driver(chat_format)
+    first, _ = driver.call(conv(HISTORY), bash_reply("cat a.txt"))
+    retry = driver.splicer.plan("ro", conv(HISTORY))
+    assert retry.fork_reason == "retry" and retry.prompt_ids == first.prompt_ids
+
+
+def test_a_subagent_interleaved_with_the_main_agent_keeps_both_chains(chat_format: ChatFormat) -> None:
+    driver = Driver(chat_format)
+    main, _ = driver.call(conv([SYSTEM, TASK]), bash_reply("ls"))
+    sub_conversation = FORKS["subagent"]
+    sub, _ = driver.call(sub_conversation, Message("assistant", "found"))
+    assert sub.fork_reason == "subagent"
+    resumed = driver.splicer.plan("ro", conv([SYSTEM, TASK, bash_reply("ls"), Message("tool", "x", tool_call_id="i")]))
+    assert resumed.extends is not None and resumed.extends.chain_id == 1 and resumed.position == 1
+
+
+def test_racing_calls_on_one_tip_become_a_retry_fork(chat_format: ChatFormat) -> None:
+    driver = Driver(chat_format)
+    driver.call(conv([SYSTEM, TASK]), bash_reply("ls"))
+    second = conv([SYSTEM, TASK, bash_reply("ls"), Message("tool", "x", tool_call_id="i")])
+    plan_a = driver.splicer.plan("ro", second)
+    plan_b = driver.splicer.plan("ro", second)
+    driver.splicer.commit("ro", plan_a, second, Message("assistant", "a"), [1, 2], 1, 10)
+    assert not driver.splicer.still_extendable("ro", plan_b)
+    fork = driver.splicer.as_retry_fork(plan_b)
+    assert fork.fork_reason == "retry" and fork.segment_prompt_ids == plan_b.prompt_ids and fork.position == 0
+
+
+# --- normalization rules, one test each ------------------------------------------------------------------
+
+
+def test_rules_are_named_for_their_harness() -> None:
+    assert {rule.name for rule in RULES} == {
+        "claude_billing_header",
+        "todays_date",
+        "codex_current_date",
+        "pi_current_date",
+    }
+
+
+def test_claude_billing_header_line_is_ignored() -> None:
+    a = "x-anthropic-billing-header: cc_version=2.1.197.a1b; cc_entrypoint=sdk-cli;\nYou are Claude."
+    b = "x-anthropic-billing-header: cc_version=2.1.197.ff0; cc_entrypoint=sdk-cli;\nYou are Claude."
+    assert normalize_text(a) == normalize_text(b) == "You are Claude."
+
+
+def test_claude_system_reminder_date_is_ignored() -> None:
+    a = "<system-reminder>\n# currentDate\nToday's date is 2026-11-30.\n</system-reminder>\nfix it"
+    b = "<system-reminder>\n# currentDate\nToday's date is 2026-12-01.\n</system-reminder>\nfix it"
+    assert message_key(Message("user", a)) == message_key(Message("user", b))
+
+
+def test_qwen_startup_date_line_is_ignored() -> None:
+    a = "This is the Qwen Code.\nToday's date is Monday, November 30, 2026.\nMy operating system is: linux"
+    b = "This is the Qwen Code.\nToday's date is Tuesday, December 1, 2026.\nMy operating system is: linux"
+    assert normalize_text(a) == normalize_text(b)
+
+
+def test_codex_environment_context_date_is_ignored() -> None:
+    a = "<environment_context><cwd>/w</cwd><current_date>2026-11-30</current_date></environment_context>"
+    b = "<environment_context><cwd>/w</cwd><current_date>2026-12-01</current_date></environment_context>"
+    assert normalize_text(a) == normalize_text(b)
+    assert normalize_text(a) != normalize_text(b.replace("/w", "/x"))
+
+
+def test_pi_current_date_line_is_ignored() -> None:
+    assert normalize_text("Current date: 2026-11-30\ncwd: /w") == normalize_text("Current date: 2026-12-01\ncwd: /w")
+
+
+def test_arguments_compare_as_json_and_ids_do_not_matter() -> None:
+    ours = Message("assistant", "", [ToolCall("call_a", "bash", {"command": "ls", "timeout": 5})])
+    echo = Message("assistant", "  ", [ToolCall("call_b", "bash", '{"timeout":5,"command":"ls"}')])
+    other = Message("assistant", "", [ToolCall("call_a", "bash", {"command": "ls", "timeout": 6})])
+    assert message_key(ours) == message_key(echo)
+    assert message_key(ours) != message_key(other)
+
+
+def test_real_edits_are_not_normalized_away() -> None:
+    assert normalize_text("Today's date is 2026-11-30.\nuse tabs") != normalize_text("Today's date is 2026-11-30.\nuse spaces")
