@@ -144,7 +144,11 @@ class SandboxLimits:
 
 @dataclass(frozen=True)
 class SandboxResult:
-    """What a sandboxed command did. ``exit_code`` is negative (-signal) when a signal ended it."""
+    """What a sandboxed command did.
+
+    ``exit_code``: the command's status; 128 + N when it died of signal N inside the sandbox (bwrap's
+    convention); -9 when the sandbox killed it (``killed_reason`` says why: ``timeout`` or ``disk``).
+    """
 
     exit_code: int
     timed_out: bool
