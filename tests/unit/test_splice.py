@@ -3,6 +3,7 @@ per-harness volatile lines are normalized by tested rules."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -42,10 +43,8 @@ class Driver:
         plan = self.splicer.plan("ro", conversation)
         text = reply.content
         for tool_call in reply.tool_calls:
-            text += '<tool_call>\n{"name": "%s", "arguments": {"command": "%s"}}\n</tool_call>' % (
-                tool_call.name,
-                tool_call.arguments["command"],  # type: ignore[index]
-            )
+            payload = json.dumps({"name": tool_call.name, "arguments": tool_call.arguments})
+            text += f"<tool_call>\n{payload}\n</tool_call>"
         sampled = self.fmt.encode(text) + ([] if cut else [self.fmt.end_of_turn_id])
         chain_id = plan.extends.chain_id if plan.extends else self.next_chain
         if plan.extends is None:
@@ -67,14 +66,20 @@ def test_every_prompt_is_previous_prompt_plus_sampled_plus_suffix(chat_format: C
         reply = bash_reply(f"echo {turn} > f{turn}.txt")
         plan, sampled = driver.call(conv(messages), reply)
         if previous is None:
-            assert plan.extends is None and plan.fork_reason is None and plan.prompt_ids == plan.segment_prompt_ids
+            assert (
+                plan.extends is None
+                and plan.fork_reason is None
+                and plan.prompt_ids == plan.segment_prompt_ids
+            )
         else:
             prev_prompt, prev_sampled = previous
             assert plan.extends is not None and plan.position == turn
             assert plan.prompt_ids == prev_prompt + prev_sampled + plan.segment_prompt_ids
         previous = (plan.prompt_ids, sampled)
         # the harness echoes our reply with re-serialized JSON arguments and content null -> ""
-        echo = Message("assistant", "", [ToolCall("other_id", "bash", {"command": f"echo {turn} > f{turn}.txt"})])
+        echo = Message(
+            "assistant", "", [ToolCall("other_id", "bash", {"command": f"echo {turn} > f{turn}.txt"})]
+        )
         messages = messages + [echo, Message("tool", f"ok {turn}", tool_call_id="other_id")]
 
 
@@ -101,8 +106,12 @@ def test_drift_when_the_model_formats_differently_from_the_template(chat_format:
     driver = Driver(chat_format)
     plan1 = driver.splicer.plan("ro", conv([SYSTEM, TASK]))
     reply = bash_reply("ls")
-    sampled = chat_format.encode('<tool_call>\n{"name":  "bash", "arguments": {"command": "ls"}}\n</tool_call>')
-    driver.splicer.commit("ro", plan1, conv([SYSTEM, TASK]), reply, sampled + [chat_format.end_of_turn_id], 1, 1)
+    sampled = chat_format.encode(
+        '<tool_call>\n{"name":  "bash", "arguments": {"command": "ls"}}\n</tool_call>'
+    )
+    driver.splicer.commit(
+        "ro", plan1, conv([SYSTEM, TASK]), reply, sampled + [chat_format.end_of_turn_id], 1, 1
+    )
     conversation = conv([SYSTEM, TASK, reply, Message("tool", "x", tool_call_id="call_1")])
     plan = driver.splicer.plan("ro", conversation)
     assert plan.extends is not None
@@ -138,11 +147,15 @@ FORKS = {
     "retry": conv(HISTORY),
     "tools_changed": Conversation("openai_chat", HISTORY + NEXT, [BASH, READ]),
     "system_changed": conv([Message("system", "You are another agent.")] + HISTORY[1:] + NEXT),
-    "subagent": Conversation("openai_chat", [Message("system", "You explore."), Message("user", "find x")], [READ]),
+    "subagent": Conversation(
+        "openai_chat", [Message("system", "You explore."), Message("user", "find x")], [READ]
+    ),
     "new_conversation": conv([SYSTEM, Message("user", "Something else entirely")]),
     "truncated_history": conv([SYSTEM, Message("tool", "a.txt", tool_call_id="call_1")] + NEXT),
     "compaction": conv([SYSTEM, TASK, Message("assistant", "Summary: listed files, found a.txt.")]),
-    "edited_history": conv([SYSTEM, TASK, bash_reply("ls -la"), Message("tool", "a.txt", tool_call_id="c")] + NEXT),
+    "edited_history": conv(
+        [SYSTEM, TASK, bash_reply("ls -la"), Message("tool", "a.txt", tool_call_id="c")] + NEXT
+    ),
 }
 
 
@@ -170,7 +183,9 @@ def test_a_subagent_interleaved_with_the_main_agent_keeps_both_chains(chat_forma
     sub_conversation = FORKS["subagent"]
     sub, _ = driver.call(sub_conversation, Message("assistant", "found"))
     assert sub.fork_reason == "subagent"
-    resumed = driver.splicer.plan("ro", conv([SYSTEM, TASK, bash_reply("ls"), Message("tool", "x", tool_call_id="i")]))
+    resumed = driver.splicer.plan(
+        "ro", conv([SYSTEM, TASK, bash_reply("ls"), Message("tool", "x", tool_call_id="i")])
+    )
     assert resumed.extends is not None and resumed.extends.chain_id == 1 and resumed.position == 1
 
 
@@ -224,7 +239,9 @@ def test_codex_environment_context_date_is_ignored() -> None:
 
 
 def test_pi_current_date_line_is_ignored() -> None:
-    assert normalize_text("Current date: 2026-11-30\ncwd: /w") == normalize_text("Current date: 2026-12-01\ncwd: /w")
+    assert normalize_text("Current date: 2026-11-30\ncwd: /w") == normalize_text(
+        "Current date: 2026-12-01\ncwd: /w"
+    )
 
 
 def test_arguments_compare_as_json_and_ids_do_not_matter() -> None:
@@ -236,4 +253,6 @@ def test_arguments_compare_as_json_and_ids_do_not_matter() -> None:
 
 
 def test_real_edits_are_not_normalized_away() -> None:
-    assert normalize_text("Today's date is 2026-11-30.\nuse tabs") != normalize_text("Today's date is 2026-11-30.\nuse spaces")
+    assert normalize_text("Today's date is 2026-11-30.\nuse tabs") != normalize_text(
+        "Today's date is 2026-11-30.\nuse spaces"
+    )
