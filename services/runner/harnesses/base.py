@@ -113,10 +113,14 @@ def base_env(request: HarnessRequest) -> dict[str, str]:
     }
 
 
-def generic_failure(result: HarnessRunResult) -> HarnessVerdict | None:
-    """The verdict for a run that timed out or exited non-zero, or ``None`` when the exit looked clean."""
+def generic_failure(result: HarnessRunResult, reported_error: str | None = None) -> HarnessVerdict | None:
+    """The verdict for a run that timed out, reported an error in its output, or exited non-zero; ``None`` when
+    nothing went wrong. The CLI's own error message beats its exit code as the reason (stderr often holds only
+    noise such as Codex's "Reading additional input from stdin...")."""
     if result.timed_out:
         return HarnessVerdict("timeout", "the harness ran past the rollout time limit and was killed")
+    if reported_error:
+        return HarnessVerdict("harness_error", reported_error)
     if result.exit_code != 0:
         return HarnessVerdict(
             "harness_error", f"exit code {result.exit_code}: {tail(result.stderr or result.stdout)}"

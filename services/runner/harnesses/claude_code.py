@@ -75,13 +75,18 @@ class ClaudeCodeAdapter:
         return HarnessLaunch(argv, env, files, [npm_prefix()])
 
     def classify(self, result: HarnessRunResult) -> HarnessVerdict:
-        if failure := generic_failure(result):
-            return failure
         results = [event for event in json_lines(result.stdout) if event.get("type") == "result"]
+        final = results[-1] if results else {}
+        text = str(final.get("result", ""))
+        failed = (
+            final.get("is_error")
+            or final.get("subtype", "success") != "success"
+            or text.startswith("API Error")
+        )
+        if failure := generic_failure(
+            result, f"claude {final.get('subtype')}: {tail(text)}" if failed else None
+        ):
+            return failure
         if not results:
             return HarnessVerdict("harness_error", f"claude printed no result object: {tail(result.stdout)}")
-        final = results[-1]
-        text = str(final.get("result", ""))
-        if final.get("is_error") or final.get("subtype") != "success" or text.startswith("API Error"):
-            return HarnessVerdict("harness_error", f"claude {final.get('subtype')}: {tail(text)}")
         return HarnessVerdict("completed")

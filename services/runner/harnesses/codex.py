@@ -8,6 +8,8 @@ sandbox are bypassed.
 
 from __future__ import annotations
 
+from typing import Any
+
 from services.runner.harnesses.base import (
     HarnessLaunch,
     HarnessRequest,
@@ -79,16 +81,19 @@ class CodexAdapter:
         return HarnessLaunch(argv, env, {".codex/config.toml": config_toml(request)}, [npm_prefix()])
 
     def classify(self, result: HarnessRunResult) -> HarnessVerdict:
-        if failure := generic_failure(result):
-            return failure
         events = list(json_lines(result.stdout))
-        for event in events:
-            if event.get("type") in ("turn.failed", "error"):
-                error = event.get("error") or {}
-                message = error.get("message") if isinstance(error, dict) else None
-                return HarnessVerdict(
-                    "harness_error", f"codex {event['type']}: {message or event.get('message')}"
-                )
+        if failure := generic_failure(result, reported_error(events)):
+            return failure
         if not any(event.get("type") == "turn.completed" for event in events):
             return HarnessVerdict("harness_error", "codex exited 0 without a turn.completed event")
         return HarnessVerdict("completed")
+
+
+def reported_error(events: list[dict[str, Any]]) -> str | None:
+    """The message of the first ``turn.failed`` or ``error`` event of ``codex exec --json``."""
+    for event in events:
+        if event.get("type") in ("turn.failed", "error"):
+            error = event.get("error")
+            message = error.get("message") if isinstance(error, dict) else event.get("message")
+            return f"codex {event['type']}: {message}"
+    return None

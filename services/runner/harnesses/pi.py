@@ -51,10 +51,13 @@ class PiAdapter:
         return HarnessLaunch(argv, env, files, [npm_prefix()])
 
     def classify(self, result: HarnessRunResult) -> HarnessVerdict:
-        if failure := generic_failure(result):
-            return failure
-        for event in json_lines(result.stdout):
-            message = event.get("message")
-            if isinstance(message, dict) and message.get("stopReason") == "error":
-                return HarnessVerdict("harness_error", f"pi: {message.get('errorMessage') or 'API error'}")
-        return HarnessVerdict("completed")
+        return generic_failure(result, reported_error(result.stdout)) or HarnessVerdict("completed")
+
+
+def reported_error(stdout: str) -> str | None:
+    """Pi reports an API error as an assistant message with ``stopReason: "error"``."""
+    for event in json_lines(stdout):
+        message = event.get("message")
+        if isinstance(message, dict) and message.get("stopReason") == "error":
+            return f"pi: {message.get('errorMessage') or 'API error'}"
+    return None

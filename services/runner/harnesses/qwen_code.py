@@ -67,13 +67,12 @@ class QwenCodeAdapter:
         return HarnessLaunch(argv, env, {".qwen/settings.json": settings_json(request)}, [npm_prefix()])
 
     def classify(self, result: HarnessRunResult) -> HarnessVerdict:
-        if failure := generic_failure(result):
-            return failure
         results = result_objects(result.stdout.strip())
+        final = results[-1] if results else {}
+        text = str(final.get("result", ""))
+        failed = final.get("is_error") or "[API Error" in text
+        if failure := generic_failure(result, f"qwen: {tail(text)}" if failed else None):
+            return failure
         if not results:
             return HarnessVerdict("harness_error", f"qwen printed no JSON result: {tail(result.stdout)}")
-        final = results[-1]
-        text = str(final.get("result", ""))
-        if final.get("is_error") or "[API Error" in text:
-            return HarnessVerdict("harness_error", f"qwen: {tail(text)}")
         return HarnessVerdict("completed")

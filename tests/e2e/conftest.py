@@ -1,0 +1,92 @@
+"""End-to-end fixtures: the real gateway as its own process (TCP + Unix socket) in front of an upstream, and a
+runner environment (settings pointing at that gateway's socket, a sandbox) for running real harness CLIs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from shared.settings import Settings
+from tests.fixtures.services import REPO_ROOT, free_port, stop_process, wait_for_port
+
+
+@dataclass
+class GatewayProcess:
+    proc: subprocess.Popen[bytes]
+    port: int
+    socket: Path
+    log: Path
+    settings: Settings  # the test settings with this gateway's socket and port
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log.read_text(errors="replace")[-chars:]
+
+
+def start_gateway(
+    settings: Settings,
+    settings_env: dict[str, str],
+    upstream_url: str,
+    model_dir: Path,
+    workdir: Path,
+    max_model_len: int = 131072,
+) -> GatewayProcess:
+    """``harnessrl serve gateway`` in its own session, serving ``model_dir``'s chat format, sampling upstream.
+
+    The context limit is raised by default: the CLIs' system prompts and tool schemas alone are 10-30k tokens of
+    the tiny tokenizer, and the scripted policy has no context limit of its own.
+    """
+    port = free_port()
+    socket = workdir / f"gateway-{port}.sock"
+    log = workdir / f"gateway-{port}.log"
+    env = settings_env | {
+        "HARNESSRL_GATEWAY_PORT": str(port),
+        "HARNESSRL_GATEWAY_SOCKET": str(socket),
+        "HARNESSRL_INFERENCE_URLS": json.dumps([upstream_url]),
+        "HARNESSRL_MODEL_DIR": str(model_dir),
+        "HARNESSRL_API_PORT": str(free_port()),
+        "HARNESSRL_MAX_MODEL_LEN": str(max_model_len),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "services.cli.main", "serve", "gateway"],
+        env=env,
+        cwd=REPO_ROOT,
+        stdout=open(log, "ab"),  # noqa: SIM115
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        wait_for_port(port, 120, proc)
+        deadline = time.monotonic() + 30
+        while not socket.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    except (RuntimeError, TimeoutError) as exc:
+        stop_process(proc)
+        raise RuntimeError(
+            f"gateway did not start: {exc}\n{log.read_text(errors='replace')[-3000:]}"
+        ) from None
+    gateway_settings = settings.model_copy(update={"gateway_socket": socket, "gateway_port": port})
+    return GatewayProcess(proc, port, socket, log, gateway_settings)
+
+
+@pytest.fixture(scope="session")
+def dead_upstream_gateway(settings, settings_env, tiny_model_dir, data_dir) -> Iterator[GatewayProcess]:  # type: ignore[no-untyped-def]
+    """A gateway whose inference upstream is down: every model call is answered with a retryable error."""
+    gateway = start_gateway(
+        settings, settings_env, f"http://127.0.0.1:{free_port()}", tiny_model_dir, data_dir
+    )
+    yield gateway
+    stop_process(gateway.proc)
+
+
+@pytest.fixture(scope="session")
+def sandbox(settings):  # type: ignore[no-untyped-def]
+    from shared.sandbox import Sandbox
+
+    return Sandbox(settings)
