@@ -95,7 +95,7 @@ def outcome_of(node_id: str, report: dict[str, str]) -> str:
 
 
 @dataclass(frozen=True)
-class TestOutcomes:
+class ListedOutcomes:
     fail_to_pass: dict[str, str]
     pass_to_pass: dict[str, str]
 
@@ -109,7 +109,7 @@ class TestOutcomes:
 
 # --- reward functions ------------------------------------------------------------------------------------
 
-RewardFn = Callable[[TestOutcomes], float]
+RewardFn = Callable[[ListedOutcomes], float]
 REWARD_FUNCTIONS: dict[str, RewardFn] = {}
 
 
@@ -124,13 +124,13 @@ def reward_function(name: str) -> Callable[[RewardFn], RewardFn]:
 
 
 @reward_function("resolved")
-def resolved_reward(outcomes: TestOutcomes) -> float:
+def resolved_reward(outcomes: ListedOutcomes) -> float:
     """1.0 when every FAIL_TO_PASS and PASS_TO_PASS test passed (SWE-bench's "resolved"), else 0.0."""
     return 1.0 if all(s == PASSED for s in outcomes.all_statuses) else 0.0
 
 
 @reward_function("fraction_passed")
-def fraction_passed_reward(outcomes: TestOutcomes) -> float:
+def fraction_passed_reward(outcomes: ListedOutcomes) -> float:
     """The share of listed tests that passed."""
     statuses = outcomes.all_statuses
     return sum(s == PASSED for s in statuses) / len(statuses) if statuses else 0.0
@@ -213,10 +213,10 @@ def grade_patch(
     log_lines: list[str] = [f"task {task.instance_id} at {task.base_commit}"]
 
     def verdict(
-        outcome: str, outcomes: TestOutcomes | None, isolation: str = sandbox.isolation
+        outcome: str, outcomes: ListedOutcomes | None, isolation: str = sandbox.isolation
     ) -> GradeReport:
         if outcomes is None:
-            outcomes = TestOutcomes(
+            outcomes = ListedOutcomes(
                 {t: MISSING for t in task.FAIL_TO_PASS}, {t: MISSING for t in task.PASS_TO_PASS}
             )
         reward = reward_of(outcomes) if outcome == "graded" else 0.0
@@ -267,7 +267,7 @@ def grade_patch(
         except ET.ParseError as exc:
             log_lines.append(f"junit report unreadable: {exc}")
             return verdict("no_test_report", None, result.isolation)
-    outcomes = TestOutcomes(
+    outcomes = ListedOutcomes(
         {t: outcome_of(t, report) for t in task.FAIL_TO_PASS},
         {t: outcome_of(t, report) for t in task.PASS_TO_PASS},
     )
