@@ -16,6 +16,7 @@ import asyncio
 import hmac
 import json
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, get_args
@@ -107,10 +108,10 @@ def _int_query(request: web.Request, name: str, default: int, low: int, high: in
     raw = request.query.get(name)
     if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise Invalid.field(f"query.{name}", "must be an integer", "int_parsing") from None
+    # Strict: int() would also take " 5", "+5" and "5_0", which the document does not allow.
+    if not re.fullmatch(r"-?[0-9]{1,9}", raw):
+        raise Invalid.field(f"query.{name}", "must be an integer", "int_parsing")
+    value = int(raw)
     if not low <= value <= high:
         raise Invalid.field(f"query.{name}", f"must be between {low} and {high}", "range")
     return value

@@ -18,7 +18,11 @@ from sqlalchemy import func, select, update
 
 from shared.models import Call, Chain, Group, Reward, Rollout, Run, Step
 from shared.queues import ROLLOUTS_QUEUE, RUN_ROLLOUT
-from tests.fixtures.product import ApiServer, api, api_server, task_spec  # noqa: F401
+from tests.fixtures import product
+from tests.fixtures.product import task_spec
+
+# The product area's fixtures (tests/fixtures/product.py), made visible to this module.
+api_server, api = product.api_server, product.api
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,11 @@ from schemathesis import GenerationMode
 from schemathesis.checks import positive_data_acceptance
 
 from services.api.openapi import build_openapi, documented_statuses
-from tests.fixtures.product import ApiServer, api, api_server, task_spec  # noqa: F401
+from tests.fixtures import product
+from tests.fixtures.product import ApiServer, task_spec
+
+# The product area's fixtures (tests/fixtures/product.py), made visible to this module.
+api_server, api = product.api_server, product.api
 
 pytestmark = pytest.mark.integration
 
