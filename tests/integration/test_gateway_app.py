@@ -1,0 +1,409 @@
+"""The gateway's HTTP boundary: binding and 401s per provider shape, error statuses, nothing recorded for a
+rejected request, real streaming (TTFB < total), fork reasons recorded, cut replies, parse errors, probes."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from shared.db import session_scope
+from shared.models import Call, Chain
+
+pytestmark = pytest.mark.integration
+
+BASH = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
+
+
+def chat_body(messages: list[dict] | None = None, **extra: object) -> dict:
+    return {
+        "model": "policy",
+        "messages": messages or [{"role": "system", "content": "sys"}, {"role": "user", "content": "go"}],
+        "tools": [{"type": "function", "function": {"name": "bash", "parameters": BASH}}],
+        **extra,
+    }
+
+
+BODIES = {
+    "openai_chat": ("/v1/chat/completions", chat_body()),
+    "openai_responses": (
+        "/v1/responses",
+        {
+            "model": "policy",
+            "input": [{"role": "user", "content": "go"}],
+            "tools": [{"type": "function", "name": "bash", "parameters": BASH}],
+        },
+    ),
+    "anthropic_messages": (
+        "/v1/messages",
+        {
+            "model": "policy",
+            "max_tokens": 64,
+            "messages": [{"role": "user", "content": "go"}],
+            "tools": [{"name": "bash", "input_schema": BASH}],
+        },
+    ),
+    "gemini": (
+        "/v1beta/models/policy:generateContent",
+        {
+            "contents": [{"role": "user", "parts": [{"text": "go"}]}],
+            "tools": [{"functionDeclarations": [{"name": "bash", "parameters": BASH}]}],
+        },
+    ),
+}
+
+
+def error_kind(provider_api: str, body: dict) -> str:
+    """The vendor's error type field (OpenAI/Anthropic ``error.type``, Gemini ``error.status``)."""
+    if provider_api == "anthropic_messages":
+        assert body["type"] == "error"
+        return str(body["error"]["type"])
+    if provider_api == "gemini":
+        return str(body["error"]["status"])
+    return str(body["error"]["type"])
+
+
+def count_calls(db, rollout_id: str | None = None) -> int:  # type: ignore[no-untyped-def]
+    with session_scope(db) as session:
+        query = select(func.count()).select_from(Call)
+        if rollout_id:
+            query = query.where(Call.rollout_id == rollout_id)
+        return int(session.scalar(query) or 0)
+
+
+def chains_of(db, rollout_id: str) -> list[Chain]:  # type: ignore[no-untyped-def]
+    with session_scope(db) as session:
+        return list(session.scalars(select(Chain).where(Chain.rollout_id == rollout_id).order_by(Chain.id)))
+
+
+def calls_of(db, rollout_id: str) -> list[Call]:  # type: ignore[no-untyped-def]
+    with session_scope(db) as session:
+        return list(session.scalars(select(Call).where(Call.rollout_id == rollout_id).order_by(Call.id)))
+
+
+# --- binding ---------------------------------------------------------------------------------------------
+
+
+UNAUTHENTICATED = {
+    "openai_chat": "authentication_error",
+    "openai_responses": "authentication_error",
+    "anthropic_messages": "authentication_error",
+    "gemini": "UNAUTHENTICATED",
+}
+
+
+@pytest.mark.parametrize("provider_api", sorted(BODIES))
+@pytest.mark.parametrize("case", ["missing", "unknown", "finished"])
+def test_unbound_request_is_401_in_provider_shape(
+    gateway_server, scripted_policy, make_rollout, db, provider_api, case
+):  # type: ignore[no-untyped-def]
+    path, body = BODIES[provider_api]
+    headers = {}
+    if case == "unknown":
+        headers = {
+            "Authorization": "Bearer rk_not-a-rollout",
+            "x-api-key": "rk_nope",
+            "x-goog-api-key": "rk_nope",
+        }
+    elif case == "finished":
+        headers = {"Authorization": f"Bearer {make_rollout(status='finished').rollout_key}"}
+    before = count_calls(db)
+    response = httpx.post(gateway_server.url + path, json=body, headers=headers, timeout=30)
+    assert response.status_code == 401
+    assert error_kind(provider_api, response.json()) == UNAUTHENTICATED[provider_api]
+    assert count_calls(db) == before
+    assert scripted_policy.requests == []
+
+
+@pytest.mark.parametrize("method", ["prefix", "bearer", "x-api-key", "x-goog-api-key", "query"])
+def test_every_binding_method_reaches_the_rollout(gateway_server, scripted_policy, make_rollout, db, method):  # type: ignore[no-untyped-def]
+    ref = make_rollout()
+    url, headers, params = gateway_server.url, {}, {}
+    if method == "prefix":
+        url += f"/r/{ref.rollout_key}"
+        headers = {"Authorization": "Bearer dummy-key-the-harness-insists-on"}
+    elif method == "bearer":
+        headers = {"Authorization": f"Bearer {ref.rollout_key}"}
+    elif method == "query":
+        params = {"key": ref.rollout_key}
+    else:
+        headers = {method: ref.rollout_key}
+    response = httpx.post(
+        url + "/v1/chat/completions", json=chat_body(), headers=headers, params=params, timeout=30
+    )
+    assert response.status_code == 200, response.text
+    assert count_calls(db, ref.rollout_id) == 1
+
+
+# --- request errors: right status, caller's shape, nothing recorded -----------------------------------------
+
+
+@pytest.mark.parametrize("provider_api", sorted(BODIES))
+def test_malformed_json_and_bad_fields_are_400(
+    gateway_server, scripted_policy, make_rollout, db, provider_api
+):  # type: ignore[no-untyped-def]
+    ref = make_rollout()
+    path, _ = BODIES[provider_api]
+    headers = {"x-api-key": ref.rollout_key, "content-type": "application/json"}
+    for payload in (b"{not json", b"[1, 2]", b'{"model": "policy"}'):
+        response = httpx.post(gateway_server.url + path, content=payload, headers=headers, timeout=30)
+        assert response.status_code == 400, (payload, response.text)
+        assert error_kind(provider_api, response.json()) in ("invalid_request_error", "INVALID_ARGUMENT")
+    assert count_calls(db, ref.rollout_id) == 0
+    assert scripted_policy.requests == []
+
+
+@pytest.mark.parametrize("provider_api", sorted(BODIES))
+def test_limits_upstream_failures_and_context_errors(
+    gateway_factory, scripted_policy, make_rollout, db, provider_api
+):  # type: ignore[no-untyped-def]
+    small = gateway_factory(max_request_bytes=4096, max_model_len=400)
+    ref = make_rollout()
+    path, body = BODIES[provider_api]
+    headers = {"Authorization": f"Bearer {ref.rollout_key}", "x-goog-api-key": ref.rollout_key}
+
+    too_big = json.dumps(body).encode() + b" " * 5000
+    response = httpx.post(
+        small.url + path, content=too_big, headers={**headers, "content-type": "application/json"}, timeout=30
+    )
+    assert response.status_code == 413
+
+    long_body = json.loads(json.dumps(body).replace('"go"', json.dumps("word " * 400)))
+    response = httpx.post(small.url + path, json=long_body, headers=headers, timeout=30)
+    assert response.status_code == 400
+    message = json.dumps(response.json())
+    assert "400" in message or "context" in message or "too long" in message or "exceeds" in message
+    if provider_api.startswith("openai"):
+        assert response.json()["error"]["code"] == "context_length_exceeded"
+
+    scripted_policy.policy.fail_status = 503
+    response = httpx.post(small.url + path, json=body, headers=headers, timeout=30)
+    assert response.status_code == (529 if provider_api == "anthropic_messages" else 503)
+    assert response.headers.get("x-should-retry") == "true"
+    scripted_policy.policy.fail_status = None
+
+    dead = gateway_factory(inference_urls=["http://127.0.0.1:9"])
+    response = httpx.post(dead.url + path, json=body, headers=headers, timeout=30)
+    assert response.status_code == 503
+    assert error_kind(provider_api, response.json()) in (
+        "server_error",
+        "api_error",
+        "UNAVAILABLE",
+        "overloaded_error",
+    )
+
+    assert count_calls(db, ref.rollout_id) == 0
+    assert chains_of(db, ref.rollout_id) == []
+
+
+# --- streaming, cut replies, parse errors ----------------------------------------------------------------
+
+
+def test_streaming_is_real_ttfb_before_total(gateway_server, scripted_policy, make_rollout, db):  # type: ignore[no-untyped-def]
+    scripted_policy.policy.token_delay_s = 0.02
+    scripted_policy.set_script([{"say": "one two three four five six seven eight nine ten"}])
+    ref = make_rollout()
+    arrivals = []
+    start = time.monotonic()
+    with httpx.stream(
+        "POST",
+        gateway_server.url + "/v1/chat/completions",
+        json=chat_body(stream=True),
+        headers={"Authorization": f"Bearer {ref.rollout_key}"},
+        timeout=30,
+    ) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line.startswith("data: {") and '"content": "' in line.replace('":"', '": "'):
+                arrivals.append(time.monotonic() - start)
+    assert len(arrivals) > 5
+    assert (
+        arrivals[-1] - arrivals[1] > 0.1
+    )  # text deltas spread over the generation, not one burst at the end
+    (call,) = calls_of(db, ref.rollout_id)
+    assert call.stream and call.ttfb_ms is not None
+    assert call.ttfb_ms < call.total_ms
+    assert call.ttfb_ms < call.inference_ms
+
+
+def test_cut_reply_is_closed_with_mask_zero_tokens_next_call(
+    gateway_server, scripted_policy, make_rollout, db, store
+):  # type: ignore[no-untyped-def]
+    from shared.trajectory import load_chain_tokens
+
+    scripted_policy.set_script([{"say": "a long answer that will not fit in three tokens"}])
+    ref = make_rollout()
+    headers = {"Authorization": f"Bearer {ref.rollout_key}"}
+    first = httpx.post(
+        gateway_server.url + "/v1/chat/completions", json=chat_body(max_tokens=3), headers=headers, timeout=30
+    ).json()
+    assert first["choices"][0]["finish_reason"] == "length"
+    text = first["choices"][0]["message"]["content"]
+    messages = chat_body()["messages"] + [
+        {"role": "assistant", "content": text},
+        {"role": "user", "content": "go on"},
+    ]
+    second = httpx.post(
+        gateway_server.url + "/v1/chat/completions", json=chat_body(messages), headers=headers, timeout=30
+    )
+    assert second.status_code == 200
+    calls = calls_of(db, ref.rollout_id)
+    assert [c.position for c in calls] == [0, 1] and calls[0].chain_id == calls[1].chain_id
+    assert calls[0].finish_reason == "length" and calls[0].completion_tokens == 3
+    ids, mask, _, _ = load_chain_tokens(store, calls)
+    end_of_turn = ids[calls[0].prompt_tokens + 3]  # first id after the cut reply: the closing token
+    assert mask[calls[0].prompt_tokens + 3] == 0
+    assert scripted_policy.requests[1]["prompt_ids"][calls[0].prompt_tokens + 3] == end_of_turn
+    assert calls[1].prompt_tokens == calls[0].prompt_tokens + 3 + calls[1].suffix_tokens
+
+
+def test_unparsable_tool_call_is_text_and_recorded(gateway_server, scripted_policy, make_rollout, db):  # type: ignore[no-untyped-def]
+    scripted_policy.set_script([{"raw": '<tool_call>{"name": "bash", "arguments": {broken</tool_call>'}])
+    ref = make_rollout()
+    response = httpx.post(
+        gateway_server.url + "/v1/chat/completions",
+        json=chat_body(),
+        headers={"x-api-key": ref.rollout_key},
+        timeout=30,
+    )
+    message = response.json()["choices"][0]["message"]
+    assert message.get("tool_calls") in (None, [])
+    assert "<tool_call>" in message["content"]
+    (call,) = calls_of(db, ref.rollout_id)
+    assert call.parse_error and "JSON" in call.parse_error and call.tool_call_count == 0
+
+
+# --- forks recorded with their reason ----------------------------------------------------------------------
+
+SYS, TASK = {"role": "system", "content": "sys"}, {"role": "user", "content": "go"}
+
+
+def _reply(command: str = "ls") -> dict:
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"command": command})},
+            }
+        ],
+    }
+
+
+TOOL = {"role": "tool", "tool_call_id": "c1", "content": "ok"}
+SECOND_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+    }
+]
+FORK_SECOND_CALL = {
+    "retry": chat_body([SYS, TASK]),
+    "tools_changed": {**chat_body([SYS, TASK]), "tools": chat_body()["tools"] + SECOND_TOOLS},
+    "system_changed": chat_body([{"role": "system", "content": "other"}, TASK]),
+    "subagent": {
+        **chat_body([{"role": "system", "content": "explorer"}, {"role": "user", "content": "find x"}]),
+        "tools": SECOND_TOOLS,
+    },
+    "new_conversation": chat_body([SYS, {"role": "user", "content": "unrelated"}]),
+    "truncated_history": {},  # built from the first reply in the test
+    "compaction": chat_body([SYS, TASK]),
+    "edited_history": chat_body([SYS, TASK, _reply("rm -rf /tmp/x"), TOOL]),
+}
+
+
+@pytest.mark.parametrize("reason", sorted(FORK_SECOND_CALL))
+def test_fork_is_recorded_with_its_reason(gateway_server, scripted_policy, make_rollout, db, reason):  # type: ignore[no-untyped-def]
+    scripted_policy.set_script([{"run": "ls"}, {"run": "ls"}, {"say": "done"}])
+    ref = make_rollout()
+    headers = {"Authorization": f"Bearer {ref.rollout_key}"}
+    first_messages = [SYS, TASK] if reason != "compaction" else [SYS, TASK, _reply(), TOOL]
+    first = httpx.post(
+        gateway_server.url + "/v1/chat/completions",
+        json=chat_body(first_messages),
+        headers=headers,
+        timeout=30,
+    )
+    assert first.status_code == 200
+    if reason == "compaction":  # the harness replaces the long history with a summary
+        second_body = chat_body([SYS, TASK, {"role": "assistant", "content": "Summary of earlier work."}])
+    elif reason == "truncated_history":
+        # the harness drops the oldest turn (the task) and keeps our reply and its result
+        echo = first.json()["choices"][0]["message"]
+        first_tool = {"role": "tool", "tool_call_id": echo["tool_calls"][0]["id"], "content": "ok"}
+        second_body = chat_body([SYS, echo, first_tool])
+    else:
+        second_body = FORK_SECOND_CALL[reason]
+    assert (
+        httpx.post(
+            gateway_server.url + "/v1/chat/completions", json=second_body, headers=headers, timeout=30
+        ).status_code
+        == 200
+    )
+    chains = chains_of(db, ref.rollout_id)
+    calls = calls_of(db, ref.rollout_id)
+    assert [c.fork_reason for c in chains] == [None, reason]
+    assert chains[1].parent_chain_id == chains[0].id
+    assert (
+        calls[1].fork_reason == reason and calls[1].position == 0 and calls[1].parent_call_id == calls[0].id
+    )
+    assert calls[1].suffix_tokens == calls[1].prompt_tokens  # a new chain stores its whole first prompt
+
+
+# --- token counting, model lists, probes, the Unix socket ---------------------------------------------------
+
+
+def test_count_tokens_and_model_lists(gateway_server, scripted_policy, make_rollout, db):  # type: ignore[no-untyped-def]
+    ref = make_rollout()
+    _, anthropic_body = BODIES["anthropic_messages"]
+    counted = httpx.post(
+        gateway_server.url + "/v1/messages/count_tokens",
+        json=anthropic_body,
+        headers={"x-api-key": ref.rollout_key},
+        timeout=30,
+    )
+    assert counted.status_code == 200 and counted.json()["input_tokens"] > 10
+    _, gemini_body = BODIES["gemini"]
+    counted = httpx.post(
+        gateway_server.url + "/v1beta/models/policy:countTokens",
+        json=gemini_body,
+        params={"key": ref.rollout_key},
+        timeout=30,
+    )
+    assert counted.status_code == 200 and counted.json()["totalTokens"] > 10
+    openai_models = httpx.get(
+        gateway_server.url + "/v1/models", headers={"Authorization": f"Bearer {ref.rollout_key}"}
+    ).json()
+    assert [m["id"] for m in openai_models["data"]] == ["policy"]
+    anthropic_models = httpx.get(
+        gateway_server.url + f"/r/{ref.rollout_key}/v1/models", headers={"anthropic-version": "2023-06-01"}
+    ).json()
+    assert anthropic_models["data"][0]["type"] == "model"
+    assert httpx.get(gateway_server.url + "/v1beta/models", params={"key": ref.rollout_key}).json()["models"]
+    assert httpx.get(gateway_server.url + "/v1/models").status_code == 401
+    assert count_calls(db, ref.rollout_id) == 0
+    assert scripted_policy.requests == []
+
+
+def test_probes_and_unix_socket(gateway_server, scripted_policy, make_rollout, db):  # type: ignore[no-untyped-def]
+    ref = make_rollout()
+    assert httpx.head(gateway_server.url + "/").status_code == 200
+    assert httpx.head(gateway_server.url + f"/r/{ref.rollout_key}/").status_code == 200
+    assert httpx.get(gateway_server.url + "/healthz").status_code == 200
+    assert b"harnessrl_http_request_duration_seconds" in httpx.get(gateway_server.url + "/metrics").content
+    transport = httpx.HTTPTransport(uds=str(gateway_server.socket_path))
+    with httpx.Client(transport=transport, base_url="http://gateway") as client:
+        response = client.post(f"/r/{ref.rollout_key}/v1/chat/completions", json=chat_body(), timeout=30)
+    assert response.status_code == 200
+    assert count_calls(db, ref.rollout_id) == 1
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.connect(str(gateway_server.socket_path))
