@@ -77,6 +77,18 @@ async def read_json(request: web.Request, limit: int) -> Any:
         raise ProviderError(400, f"request body is not valid JSON: {exc}") from None
 
 
+def parse_request(adapter: ModuleType, body: Any, **url_fields: Any) -> Conversation:
+    """The adapter's parse; a crash on some odd body is that body's fault to the caller (400) and a bug to us
+    (logged with the traceback), never a 500 that a harness would retry."""
+    try:
+        return adapter.parse(body, **url_fields)  # type: ignore[no-any-return]
+    except ProviderError:
+        raise
+    except Exception as exc:
+        log.exception("provider adapter %s failed to parse a request", adapter.API)
+        raise ProviderError(400, f"could not read this request: {type(exc).__name__}: {exc}") from exc
+
+
 def error_response(adapter: ModuleType, error: ProviderError) -> web.Response:
     headers = {"x-should-retry": "true"} if error.status in (429, 503, 529) else {}
     return web.json_response(adapter.render_error(error), status=error.status, headers=headers)
@@ -102,7 +114,7 @@ async def model_call(
     try:
         rollout = await bind_rollout(request)
         body = await read_json(request, state.settings.max_request_bytes)
-        conversation: Conversation = adapter.parse(body, model=model, stream=stream)
+        conversation: Conversation = parse_request(adapter, body, model=model, stream=stream)
     except ProviderError as error:
         return error_response(adapter, error)
     if api == "gemini":
@@ -185,7 +197,7 @@ async def count_tokens(request: web.Request, api: str, *, model: str | None = No
             and isinstance(body.get("generateContentRequest"), dict)
         ):
             body = body["generateContentRequest"]
-        conversation = adapter.parse(body, model=model, stream=False)
+        conversation = parse_request(adapter, body, model=model, stream=False)
         count = len(await asyncio.to_thread(state.chat_format.render_prompt, conversation))
     except ProviderError as error:
         return error_response(adapter, error)
