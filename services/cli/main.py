@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
 SERVE: dict[str, str] = {
     "api": "services.api.serve:serve_api",
     "gateway": "services.gateway.serve:serve_gateway",
+    "inference": "services.inference.serve:serve_inference",
 }
 BENCH: dict[str, str] = {}
 WORKER: dict[str, str] = {
