@@ -19,13 +19,19 @@ COMMANDS: dict[str, str] = {
     "up": "services.cli.up:up",
     "demo": "services.cli.demo:demo",
     "model": "services.inference.cli:model",
+    "run": "services.cli.run:run",
+    "rollout": "services.cli.rollout:rollout",
+    "sql": "services.cli.sql:sql",
 }
 SERVE: dict[str, str] = {
     "api": "services.api.serve:serve_api",
     "gateway": "services.gateway.serve:serve_gateway",
+    "learner": "services.learner.cli:learner",
     "inference": "services.inference.serve:serve_inference",
 }
-BENCH: dict[str, str] = {}
+BENCH: dict[str, str] = {
+    "gateway": "services.gateway.bench:bench_gateway",
+}
 WORKER: dict[str, str] = {
     "runner": "services.runner.worker:runner_worker",
     "grader": "services.grader.worker:grader_worker",

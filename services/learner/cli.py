@@ -1,0 +1,37 @@
+"""``harnessrl serve learner --run ID``: the learner process of one run (``loop.py``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+
+@click.command("learner")
+@click.option("--run", "run_id", required=True, help="Run id whose groups stream to train on.")
+@click.option(
+    "--max-steps", type=int, default=None, help="Stop after this many steps (default: run until stopped)."
+)
+@click.option(
+    "--idle-exit-s", type=float, default=None, help="Stop after this long without a trainable group."
+)
+@click.option(
+    "--consumer", default=None, help="Consumer name in the stream's consumer group (default: per host)."
+)
+def learner(run_id: str, max_steps: int | None, idle_exit_s: float | None, consumer: str | None) -> None:
+    """Train GRPO steps on the run's complete groups and publish a new policy version after each."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    from services.learner.loop import Learner, LearnerError
+    from shared.settings import get_settings
+
+    try:
+        worker = Learner(get_settings(), run_id, consumer)
+    except LearnerError as exc:
+        click.echo(f"harnessrl serve learner: {exc}", err=True)
+        sys.exit(2)
+    try:
+        steps = worker.run(max_steps=max_steps, idle_exit_s=idle_exit_s)
+    finally:
+        worker.close()
+    click.echo(f"learner stopped after {steps} step(s); policy version {worker.state.policy_version}")

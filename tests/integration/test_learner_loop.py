@@ -1,0 +1,177 @@
+"""The learner process against real Postgres, Redis and S3: steps, publishing, drops, set-asides, exact resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from safetensors.torch import load
+from sqlalchemy import select
+
+from services.learner.loop import Learner, LearnerError
+from shared.db import session_scope
+from shared.events import GROUPS_CONSUMER_GROUP, groups_stream, weights_channel
+from shared.models import Group, Rollout, Run, Step, Weight
+
+pytestmark = pytest.mark.integration
+
+
+def _pending(redis_client, run_id: str) -> int:  # type: ignore[no-untyped-def]
+    return int(redis_client.xpending(groups_stream(run_id), GROUPS_CONSUMER_GROUP)["pending"])
+
+
+def test_step_trains_publishes_and_sets_aside_bad_groups(  # type: ignore[no-untyped-def]
+    settings, db, store, redis_client, learner_run, tiny_model_dir
+) -> None:
+    run = learner_run(groups_per_step=2)
+    flat = run.add_group([1.0, 1.0, 1.0, 1.0], seed=3)
+    missing = run.add_group([1.0, 0.0, 0.0, 0.0], seed=4, corrupt="missing")
+    lengths = run.add_group([1.0, 0.0, 0.0, 0.0], seed=5, corrupt="lengths")
+    good = [run.add_group([1.0, 0.0, 0.5, 0.0], seed=1), run.add_group([0.0, 1.0, 1.0, 0.0], seed=2)]
+    pubsub = redis_client.pubsub()
+    pubsub.subscribe(weights_channel(redis_client))
+    learner = Learner(settings, run.run_id, consumer="c1")
+    try:
+        report = learner.step_once(wait_s=5)
+    finally:
+        learner.close()
+    assert report is not None and report.step == 1 and report.policy_version == 1
+    with session_scope(db) as session:
+        step = session.scalars(select(Step).where(Step.run_id == run.run_id)).one()
+        assert step.groups_trained == 2
+        assert step.groups_zero_variance == 1
+        assert step.groups_set_aside == 2
+        assert step.tokens > 0 and step.loss is not None and step.step_time_s > 0
+        assert step.clip_fraction is not None and step.kl is not None and step.reward_std > 0
+        reasons = {item["group_id"]: item["reason"] for item in step.metrics["set_aside"]}
+        assert "missing" in reasons[missing]
+        assert "row says" in reasons[lengths]
+        statuses = {g.id: g.status for g in session.scalars(select(Group).where(Group.run_id == run.run_id))}
+        assert statuses == {
+            good[0]: "consumed",
+            good[1]: "consumed",
+            flat: "consumed",
+            missing: "failed",
+            lengths: "failed",
+        }
+        aside = session.scalars(select(Rollout).where(Rollout.group_id == missing)).all()
+        assert all("missing" in r.meta["learner_set_aside"] for r in aside)
+        weight = session.scalars(select(Weight).where(Weight.run_id == run.run_id)).one()
+        assert (weight.version, weight.status) == (1, "published")
+        assert session.get(Run, run.run_id).policy_version == 1
+    # The published blob has exactly the served model's tensor names, and differs from the base weights.
+    published = load(store.get_bytes(weight.object_key))
+    base = load((tiny_model_dir / "model.safetensors").read_bytes())
+    assert published.keys() == base.keys()
+    assert any(not (published[k] == base[k]).all() for k in base)
+    assert _pending(redis_client, run.run_id) == 0
+    deadline = time.monotonic() + 5
+    message = None
+    while message is None and time.monotonic() < deadline:
+        message = pubsub.get_message(ignore_subscribe_messages=True, timeout=0.5)
+    pubsub.close()
+    assert message is not None
+    assert json.loads(message["data"]) == {
+        "run_id": run.run_id,
+        "version": 1,
+        "object_key": weight.object_key,
+    }
+
+
+def test_stale_groups_are_dropped_and_redelivered_groups_not_retrained(  # type: ignore[no-untyped-def]
+    settings, db, redis_client, learner_run
+) -> None:
+    run = learner_run(groups_per_step=1, max_policy_lag=0)
+    first = run.add_group([1.0, 0.0, 0.0, 0.0], seed=1)
+    learner = Learner(settings, run.run_id, consumer="c1")
+    try:
+        assert learner.step_once(wait_s=5) is not None
+        # Sampled by version 0 while the learner is at version 1, with max_policy_lag 0: dropped.
+        stale = run.add_group([1.0, 0.0, 0.0, 0.0], seed=2, policy_version=0)
+        # A grader that appended the first group twice (at-least-once): acked, not trained again.
+        from shared.events import append_group
+
+        append_group(redis_client, run.run_id, first)
+        fresh = run.add_group([0.0, 1.0, 0.0, 0.0], seed=3, policy_version=1)
+        report = learner.step_once(wait_s=5)
+    finally:
+        learner.close()
+    assert report is not None and report.step == 2
+    assert report.metrics["stale_group_ids"] == [stale]
+    assert report.metrics["groups_redelivered"] == 1
+    with session_scope(db) as session:
+        step = session.scalars(select(Step).where(Step.run_id == run.run_id, Step.step == 2)).one()
+        assert (step.groups_trained, step.groups_stale) == (1, 1)
+        assert session.get(Group, fresh).status == "consumed"
+        assert session.get(Group, stale).status == "consumed"
+    assert _pending(redis_client, run.run_id) == 0
+
+
+def test_unknown_run_is_a_clear_error(settings) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(LearnerError, match="no run"):
+        Learner(settings, "run_does_not_exist")
+
+
+def _weights_sha(db, run_id: str, version: int) -> str:  # type: ignore[no-untyped-def]
+    with session_scope(db) as session:
+        return session.scalars(
+            select(Weight.sha256).where(Weight.run_id == run_id, Weight.version == version)
+        ).one()
+
+
+def _wait_for_step(db, run_id: str, step: int, proc: subprocess.Popen, timeout_s: float = 120) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with session_scope(db) as session:
+            if session.scalars(select(Step).where(Step.run_id == run_id, Step.step == step)).first():
+                return
+        assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""  # type: ignore[union-attr]
+        time.sleep(0.2)
+    raise TimeoutError(f"step {step} of {run_id} not committed")
+
+
+@pytest.mark.slow
+def test_killed_learner_resumes_exactly(settings, settings_env, db, learner_run) -> None:  # type: ignore[no-untyped-def]
+    rewards = [[1.0, 0.0, 0.5, 0.0], [0.0, 1.0, 0.0, 0.2], [0.3, 0.0, 1.0, 0.0]]
+    # Uninterrupted reference, in process: three steps.
+    reference = learner_run(groups_per_step=1)
+    for i, r in enumerate(rewards):
+        reference.add_group(r, seed=10 + i)
+    learner = Learner(settings, reference.run_id, consumer="c1")
+    try:
+        for _ in rewards:
+            assert learner.step_once(wait_s=5) is not None
+    finally:
+        learner.close()
+    # The same data through `harnessrl serve learner`, SIGKILLed after step 2 and restarted.
+    resumed = learner_run(groups_per_step=1)
+    for i, r in enumerate(rewards[:2]):
+        resumed.add_group(r, seed=10 + i)
+    command = [sys.executable, "-m", "services.cli.main", "serve", "learner", "--run", resumed.run_id]
+    proc = subprocess.Popen(
+        command, env=settings_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    try:
+        _wait_for_step(db, resumed.run_id, 2, proc)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    resumed.add_group(rewards[2], seed=12)
+    restart = subprocess.run(
+        [*command, "--max-steps", "1", "--idle-exit-s", "60"],
+        env=settings_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert restart.returncode == 0, restart.stdout + restart.stderr
+    assert "step 3 version 3" in restart.stdout
+    for version in (1, 2, 3):
+        assert _weights_sha(db, resumed.run_id, version) == _weights_sha(db, reference.run_id, version)
