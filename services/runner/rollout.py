@@ -194,10 +194,13 @@ def run_harness(
     launch = adapter.launch(request)
     _write_home_files(home, launch.files)
     (home / "tmp").mkdir(exist_ok=True)
+    limits = sandbox.limits(timeout_s)
+    if launch.min_address_space_bytes and launch.min_address_space_bytes > limits.memory_bytes:
+        limits = limits.with_(memory_bytes=launch.min_address_space_bytes)
     result = sandbox.run(
         launch.argv,
         workspace,
-        limits=sandbox.limits(timeout_s),
+        limits=limits,
         env=launch.env,
         home=home,
         gateway_socket=settings.resolved_gateway_socket,

@@ -90,3 +90,11 @@ def sandbox(settings):  # type: ignore[no-untyped-def]
     from shared.sandbox import Sandbox
 
     return Sandbox(settings)
+
+
+@pytest.fixture(scope="session")
+def scripted_gateway(settings, settings_env, tiny_model_dir, data_dir, scripted_policy_server):  # type: ignore[no-untyped-def]
+    """A gateway process sampling from the scripted policy (``scripted_policy`` sets the script per test)."""
+    gateway = start_gateway(settings, settings_env, scripted_policy_server.url, tiny_model_dir, data_dir)
+    yield gateway
+    stop_process(gateway.proc)

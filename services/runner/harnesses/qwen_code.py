@@ -23,6 +23,9 @@ from services.runner.harnesses.base import (
 )
 
 
+QWEN_ADDRESS_SPACE_BYTES = 64 * 1024**3
+
+
 def settings_json(request: HarnessRequest) -> str:
     return json.dumps(
         {
@@ -64,7 +67,13 @@ class QwenCodeAdapter:
             "qwen", "--auth-type", "openai", "--approval-mode", "yolo", "--output-format", "json",
             request.instruction,
         ]  # fmt: skip
-        return HarnessLaunch(argv, env, {".qwen/settings.json": settings_json(request)}, [npm_prefix()])
+        files = {".qwen/settings.json": settings_json(request)}
+        # Qwen's first shell command aborts with std::bad_alloc under a 16 GiB address-space limit (V8 reserves
+        # far more than it uses; measured: 16 GiB fails, 64 GiB works). RLIMIT_AS cannot cap Node's real memory
+        # use; the sandbox's rlimit is the wrong tool for this harness, so it gets room and the other limits.
+        return HarnessLaunch(
+            argv, env, files, [npm_prefix()], min_address_space_bytes=QWEN_ADDRESS_SPACE_BYTES
+        )
 
     def classify(self, result: HarnessRunResult) -> HarnessVerdict:
         results = result_objects(result.stdout.strip())
