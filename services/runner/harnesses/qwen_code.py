@@ -22,7 +22,6 @@ from services.runner.harnesses.base import (
     tail,
 )
 
-
 QWEN_ADDRESS_SPACE_BYTES = 64 * 1024**3
 
 
