@@ -1,0 +1,71 @@
+"""``harnessrl rollout show ID``: one rollout's task, reward, per-test outcomes, chains, calls and links."""
+
+from __future__ import annotations
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from services.cli.run import _print_json, api_client, api_option, json_option
+
+
+@click.group()
+def rollout() -> None:
+    """Inspect rollouts (through the REST API)."""
+
+
+@rollout.command("show")
+@click.argument("rollout_id")
+@click.option("--patch", "show_patch", is_flag=True, help="Print the patch too.")
+@api_option
+@json_option
+def show(rollout_id: str, show_patch: bool, api_url: str | None, as_json: bool) -> None:
+    """Task, status, reward and tests, chains and forks, every call with its latency, log links."""
+    with api_client(api_url) as client:
+        detail = client.get_rollout(rollout_id)
+    if as_json:
+        _print_json(detail)
+        return
+    console = Console()
+    head = Table(show_header=False, box=None, pad_edge=False)
+    reward = detail["reward"]
+    for key, value in (
+        ("rollout", detail["id"]),
+        ("run / step", f"{detail['run_id']} / {detail['step']} (#{detail['index_in_group']} in group)"),
+        ("task", f"{detail['task']['dataset']}/{detail['task']['instance_id']}"),
+        (
+            "harness",
+            f"{detail['harness']} ({detail['harness_outcome'] or '-'}, exit {detail['harness_exit_code']})",
+        ),
+        ("status", detail["status"] + (f": {detail['error']}" if detail["error"] else "")),
+        ("isolation", detail["isolation"] or "-"),
+        (
+            "reward",
+            "-" if reward is None else f"{reward['reward']} ({reward['reward_fn']}, {reward['outcome']})",
+        ),
+    ):
+        head.add_row(Text(key, style="bold"), value)
+    console.print(head)
+    if reward:
+        tests = Table("list", "test", "outcome", title="tests")
+        for kind, outcomes in reward["tests"].items():
+            for test_id, outcome in outcomes.items() if isinstance(outcomes, dict) else []:
+                tests.add_row(kind, test_id, outcome)
+        console.print(tests)
+    calls = Table("chain", "pos", "fork", "api", "prompt", "new", "sampled", "finish", "tools", "version", "ms",
+                  title=f"{len(detail['calls'])} calls in {len(detail['chains'])} chains")  # fmt: skip
+    for call in detail["calls"]:
+        calls.add_row(
+            str(call["chain_id"]), str(call["position"]), call["fork_reason"] or "", call["provider_api"],
+            str(call["prompt_tokens"]), str(call["suffix_tokens"]), str(call["completion_tokens"]),
+            call["finish_reason"], str(call["tool_call_count"]), str(call["policy_version"]), f"{call['total_ms']:.0f}",
+        )  # fmt: skip
+    console.print(calls)
+    for link in detail["logs"]:
+        console.print(f"log: {link['key']}  {link['url']}", soft_wrap=True)
+    if detail["patch"]:
+        patch = detail["patch"]
+        console.print(f"patch: {patch['key']} ({patch['size_bytes']} bytes)  {patch['url']}", soft_wrap=True)
+        if show_patch:
+            click.echo(patch["text"] + ("\n[... truncated]" if patch["truncated"] else ""))

@@ -1,0 +1,350 @@
+"""``harnessrl run create|list|status|watch|stop|plot``: runs through the REST API.
+
+Every command talks to the api (``--api``, default ``http://<host>:<api_port>`` from settings, or
+``$HARNESSRL_API_URL``) with the settings' ``api_token``, and prints tables for people or, with ``--json``,
+the api's JSON documents unchanged for scripts. ``watch`` redraws progress and a terminal reward curve until
+the run ends.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from services.api.client import ApiClient, ApiClientError, default_api_url
+from shared.settings import load_settings
+from shared.tasks import TaskError, load_tasks
+
+FINISHED = ("stopped", "completed", "failed")
+BLOCKS = " ▁▂▃▄▅▆▇█"
+
+api_option = click.option(
+    "--api", "api_url", envvar="HARNESSRL_API_URL", default=None, help="API base URL (default from settings)."
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print the api's JSON (for scripts).")
+
+
+@contextmanager
+def api_client(api_url: str | None) -> Iterator[ApiClient]:
+    """An api client; an api error ends the command with its message (exit 1) instead of a traceback."""
+    settings = load_settings()
+    client = ApiClient(api_url or default_api_url(settings), settings.api_token)
+    try:
+        yield client
+    except ApiClientError as exc:
+        click.echo(f"harnessrl: {exc}", err=True)
+        sys.exit(1)
+    finally:
+        client.close()
+
+
+def _print_json(document: Any) -> None:
+    click.echo(json.dumps(document, indent=2, sort_keys=True))
+
+
+def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, Any]:
+    """``k=v`` pairs; values are JSON when they parse (numbers, booleans, null), else strings."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint=option)
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+def reward_chart(values: list[float | None], height: int = 6, low: float = 0.0, high: float = 1.0) -> str:
+    """A bar chart of one value per step in ``height`` text rows (eighth-block resolution), y axis on the left."""
+    if not values:
+        return "(no graded steps yet)"
+    top = max(high, *(v for v in values if v is not None))
+    bottom = min(low, *(v for v in values if v is not None))
+    span = (top - bottom) or 1.0
+    levels = [None if v is None else round((v - bottom) / span * height * 8) for v in values]
+    rows = []
+    for row in range(height, 0, -1):
+        label = (
+            f"{bottom + span * row / height:6.2f} │"
+            if row in (height, 1) or row == height // 2
+            else "       │"
+        )
+        cells = []
+        for level in levels:
+            fill = 0 if level is None else min(max(level - (row - 1) * 8, 0), 8)
+            cells.append(BLOCKS[fill] * 2)
+        rows.append(label + " ".join(cells))
+    rows.append("       └" + "─" * (3 * len(values)))
+    rows.append("   step " + " ".join(f"{i:<2d}"[-2:] for i in range(len(values))))
+    return "\n".join(rows)
+
+
+def _curve(run: dict[str, Any]) -> list[float | None]:
+    by_step = {p["step"]: p["reward_mean"] for p in run["reward_curve"]}
+    last = max([*by_step, run["current_step"] or 0]) if by_step or run["current_step"] is not None else -1
+    return [by_step.get(step) for step in range(last + 1)]
+
+
+def _summary_table(run: dict[str, Any]) -> Table:
+    table = Table(show_header=False, box=None, pad_edge=False)
+    progress = run["progress"]
+    rows = [
+        ("run", f"{run['id']}  {run['name']}".strip()),
+        ("status", run["status"] + (f"  ({run['error']})" if run.get("error") else "")),
+        ("harness / model", f"{run['harness']} / {run['model']}"),
+        ("step", f"{run['current_step']} of {run['steps']}  (learner steps done: {progress['steps_done']})"),
+        ("policy version", str(run["policy_version"])),
+        ("tasks × group", f"{progress['tasks']} × {run['group_size']}"),
+        ("rollouts", ", ".join(f"{k} {v}" for k, v in sorted(progress["rollouts"].items())) or "none"),
+    ]
+    for key, value in rows:
+        table.add_row(Text(key, style="bold"), value)
+    return table
+
+
+def _steps_table(run: dict[str, Any]) -> Table:
+    table = Table("step", "reward", "std", "resolved", "rollouts", title="reward per sampling step")
+    for point in run["reward_curve"]:
+        table.add_row(
+            str(point["step"]),
+            f"{point['reward_mean']:.3f}",
+            f"{point['reward_std']:.3f}",
+            f"{point['resolved_rate']:.0%}",
+            str(point["rollouts"]),
+        )
+    return table
+
+
+def _learner_table(run: dict[str, Any]) -> Table:
+    table = Table("step", "version", "loss", "kl", "clip", "tokens", "lag", "time s", title="learner steps")
+
+    def fmt(value: float | None, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+
+    for m in run["step_metrics"]:
+        table.add_row(
+            str(m["step"]), str(m["policy_version"]), fmt(m["loss"], ".4f"), fmt(m["kl"], ".5f"),
+            fmt(m["clip_fraction"], ".3f"), str(m["tokens"]), fmt(m["policy_lag_mean"], ".2f"),
+            fmt(m["step_time_s"], ".1f"),
+        )  # fmt: skip
+    return table
+
+
+def _watch_view(run: dict[str, Any]) -> Group:
+    progress = run["progress"]
+    done, total = progress["rollouts_done"], max(progress["rollouts_total"], 1)
+    bar = Table.grid(padding=(0, 1))
+    bar.add_row(
+        "rollouts", ProgressBar(total=total, completed=done, width=40), f"{done}/{progress['rollouts_total']}"
+    )
+    bar.add_row("steps", ProgressBar(total=run["steps"], completed=progress["steps_done"], width=40),
+                f"{progress['steps_done']}/{run['steps']}")  # fmt: skip
+    return Group(_summary_table(run), bar, Text("\nmean reward per step"), Text(reward_chart(_curve(run))))
+
+
+@click.group()
+def run() -> None:
+    """Create, list, inspect, watch and stop training runs (through the REST API)."""
+
+
+@run.command("create")
+@click.option("--harness", required=True, help="reference, codex, claude-code, qwen-code, pi or shell.")
+@click.option("--model", default=None, help="Model alias (default: the served model name).")
+@click.option(
+    "--dataset", default=None, help="Bundled dataset name (e.g. swe_mini), or a label for --tasks-file."
+)
+@click.option(
+    "--tasks-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="JSONL tasks."
+)
+@click.option("--instance", "instance_ids", multiple=True, help="Only these instance ids (repeatable).")
+@click.option("--group-size", type=int, default=4, show_default=True)
+@click.option("--groups-per-step", type=int, default=None, help="Tasks per step (default: all).")
+@click.option("--steps", type=int, default=1, show_default=True)
+@click.option("--name", default="")
+@click.option("--harness-command", default=None, help="For --harness shell: a command with {instruction}.")
+@click.option("--grpo", "grpo", multiple=True, metavar="KEY=VALUE", help="GRPO setting (repeatable).")
+@click.option("--sampling", "sampling", multiple=True, metavar="KEY=VALUE", help="Sampling setting.")
+@click.option(
+    "--limit", "limits", multiple=True, metavar="KEY=VALUE", help="Rollout limit (e.g. max_calls=50)."
+)
+@click.option("--idempotency-key", default=None, help="Repeat this create safely.")
+@api_option
+@json_option
+def create(
+    harness: str, model: str | None, dataset: str | None, tasks_file: Path | None, instance_ids: tuple[str, ...],
+    group_size: int, groups_per_step: int | None, steps: int, name: str, harness_command: str | None,
+    grpo: tuple[str, ...], sampling: tuple[str, ...], limits: tuple[str, ...], idempotency_key: str | None,
+    api_url: str | None, as_json: bool,
+) -> None:  # fmt: skip
+    """Create a run; its first step's rollouts are queued at once."""
+    if tasks_file is None and dataset is None:
+        raise click.UsageError("name the tasks with --dataset NAME or --tasks-file FILE.jsonl")
+    body: dict[str, Any] = {
+        "name": name,
+        "model": model or load_settings().served_model_name,
+        "harness": harness,
+        "group_size": group_size,
+        "steps": steps,
+        "grpo": _key_values(grpo, "--grpo"),
+        "sampling": _key_values(sampling, "--sampling"),
+        "limits": _key_values(limits, "--limit"),
+    }
+    for key, value in (
+        ("dataset", dataset),
+        ("groups_per_step", groups_per_step),
+        ("harness_command", harness_command),
+    ):
+        if value is not None:
+            body[key] = value
+    if instance_ids:
+        body["instance_ids"] = list(instance_ids)
+    if tasks_file is not None:
+        # Sent inline (validated here first) so the api need not see this machine's files.
+        try:
+            body["tasks"] = [task.model_dump(mode="json") for task in load_tasks(tasks_file)]
+        except TaskError as exc:
+            raise click.BadParameter(str(exc), param_hint="--tasks-file") from None
+        body.setdefault("dataset", tasks_file.stem)
+    with api_client(api_url) as client:
+        created = client.create_run(body, idempotency_key)
+    if as_json:
+        _print_json(created)
+    else:
+        Console().print(_summary_table(created))
+        click.echo(f"\nwatch it: harnessrl run watch {created['id']}")
+
+
+@run.command("list")
+@click.option("--status", default=None, help="Only runs in this status.")
+@click.option("--limit", type=click.IntRange(1, 200), default=20, show_default=True)
+@click.option("--all", "every", is_flag=True, help="Follow the cursor through every page.")
+@api_option
+@json_option
+def list_(status: str | None, limit: int, every: bool, api_url: str | None, as_json: bool) -> None:
+    """Runs, newest first."""
+    items: list[dict[str, Any]] = []
+    with api_client(api_url) as client:
+        cursor = None
+        while True:
+            page = client.list_runs(limit, cursor, status)
+            items += page["items"]
+            cursor = page["next_cursor"]
+            if not every or cursor is None:
+                break
+    if as_json:
+        _print_json({"items": items, "next_cursor": cursor})
+        return
+    table = Table("id", "name", "status", "harness", "step", "version", "created")
+    for item in items:
+        step = "-" if item["current_step"] is None else f"{item['current_step']}/{item['steps']}"
+        table.add_row(item["id"], item["name"], item["status"], item["harness"], step,
+                      str(item["policy_version"]), item["created_at"][:19])  # fmt: skip
+    Console().print(table)
+    if cursor:
+        click.echo("more runs: --all")
+
+
+@run.command("status")
+@click.argument("run_id")
+@api_option
+@json_option
+def status(run_id: str, api_url: str | None, as_json: bool) -> None:
+    """Progress, reward per step, learner metrics."""
+    with api_client(api_url) as client:
+        detail = client.get_run(run_id)
+    if as_json:
+        _print_json(detail)
+        return
+    console = Console()
+    console.print(_summary_table(detail))
+    if detail["reward_curve"]:
+        console.print(_steps_table(detail))
+    if detail["step_metrics"]:
+        console.print(_learner_table(detail))
+
+
+def watch_run(
+    client: ApiClient,
+    run_id: str,
+    interval_s: float,
+    render: Callable[[dict[str, Any]], None],
+    timeout_s: float | None,
+) -> dict[str, Any]:
+    """Poll until the run finishes (or ``timeout_s``), handing each snapshot to ``render``; returns the last."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        detail = client.get_run(run_id)
+        render(detail)
+        if detail["status"] in FINISHED or (deadline is not None and time.monotonic() >= deadline):
+            return detail
+        time.sleep(interval_s)
+
+
+@run.command("watch")
+@click.argument("run_id")
+@click.option(
+    "--interval", "interval_s", type=float, default=2.0, show_default=True, help="Seconds between polls."
+)
+@click.option("--timeout", "timeout_s", type=float, default=None, help="Give up after this many seconds.")
+@api_option
+@json_option
+def watch(
+    run_id: str, interval_s: float, timeout_s: float | None, api_url: str | None, as_json: bool
+) -> None:
+    """Live progress and a terminal reward curve until the run ends (--json: one JSON line per poll)."""
+    with api_client(api_url) as client:
+        if as_json:
+            final = watch_run(client, run_id, interval_s, lambda d: click.echo(json.dumps(d)), timeout_s)
+        else:
+            console = Console()
+            with Live(console=console, auto_refresh=False) as live:
+                final = watch_run(
+                    client, run_id, interval_s, lambda d: live.update(_watch_view(d), refresh=True), timeout_s
+                )
+    if final["status"] not in FINISHED:
+        click.echo(f"harnessrl: run {run_id} still {final['status']} after {timeout_s}s", err=True)
+        sys.exit(3)
+    if final["status"] == "failed":
+        sys.exit(1)
+
+
+@run.command("stop")
+@click.argument("run_id")
+@api_option
+@json_option
+def stop(run_id: str, api_url: str | None, as_json: bool) -> None:
+    """Stop a run: queued rollouts are cancelled, running ones finish."""
+    with api_client(api_url) as client:
+        summary = client.stop_run(run_id)
+    if as_json:
+        _print_json(summary)
+    else:
+        click.echo(f"run {summary['id']}: {summary['status']}")
+
+
+@run.command("plot")
+@click.argument("run_id")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="PNG path (default: <run_id>.png).")  # fmt: skip
+@api_option
+def plot(run_id: str, output: Path | None, api_url: str | None) -> None:
+    """Save the reward-curve PNG."""
+    with api_client(api_url) as client:
+        png = client.plot(run_id)
+    target = output or Path(f"{run_id}.png")
+    target.write_bytes(png)
+    click.echo(str(target))
