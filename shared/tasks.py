@@ -108,10 +108,10 @@ class Task(BaseModel):
     test_command: str = DEFAULT_TEST_COMMAND
     setup_commands: list[str] = Field(default_factory=list)
     agent_timeout_s: float | None = Field(
-        None, gt=0, description="Harness wall clock; default from settings."
+        default=None, gt=0, description="Harness wall clock (else settings)."
     )
     test_timeout_s: float | None = Field(
-        None, gt=0, description="Test-run wall clock; default from settings."
+        default=None, gt=0, description="Test-run wall clock (else settings)."
     )
     protected_paths: list[str] = Field(
         default_factory=list, description="Paths restored to base_commit before grading (e.g. 'tests')."

@@ -35,7 +35,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from services.grader.group_completion import complete_group_if_done
 from shared.db import session_scope
-from shared.models import Reward, Rollout
+from shared.metrics import GRADING_SECONDS, GROUPS_COMPLETED, ROLLOUTS
+from shared.models import Reward, Rollout, Run
 from shared.models import Task as TaskRow
 from shared.objectstore import ObjectNotFound, ObjectStore
 from shared.sandbox import Sandbox
@@ -340,17 +341,25 @@ def grade_rollout(
         task_row = session.get(TaskRow, rollout.task_id)
         assert task_row is not None
         task = Task.model_validate(task_row.spec)
-        reward_fn = str(rollout.meta.get("reward_fn") or "resolved")
+        run = session.get(Run, rollout.run_id)
+        # The run's choice (runs.config["reward_fn"]), unless this rollout names its own.
+        reward_fn = str(
+            rollout.meta.get("reward_fn") or (run.config if run else {}).get("reward_fn") or "resolved"
+        )
         session.expunge(rollout)
 
     if already is not None or not gradable:
         # Redelivered after the reward committed, or a rollout that failed for good (no reward): only the
         # group may still need completing (a crash may have hit between the two).
-        entry = complete_group_if_done(db, redis_client, rollout.group_id) if rollout.group_id else None
+        entry = _complete_group(db, redis_client, rollout)
         action = "already_graded" if already is not None else "not_gradable"
         return GradeOutcome(rollout_id, action, already, entry)
 
-    if attempts > max_attempts:
+    if reward_fn not in REWARD_FUNCTIONS:
+        report = GradeReport(0.0, False, reward_fn, "grading_failed", {}, sandbox.isolation, 0.0,
+                             [f"unknown reward function {reward_fn!r}; known: {sorted(REWARD_FUNCTIONS)}"])  # fmt: skip
+        action = "gave_up"
+    elif attempts > max_attempts:
         report = GradeReport(0.0, False, reward_fn, "grading_failed", {}, sandbox.isolation, 0.0,
                              [f"grading crashed {attempts - 1} times; giving up"])  # fmt: skip
         action = "gave_up"
@@ -376,7 +385,18 @@ def grade_rollout(
     store.put_bytes(key, report.log_text.encode(), content_type="text/plain")
     if not _record_reward(db, rollout, report, key):
         action = "already_graded"
+    else:
+        GRADING_SECONDS.labels(report.reward_fn, report.outcome).observe(report.grading_s)
+        ROLLOUTS.labels(rollout.harness, "graded").inc()
     log.info("rollout %s: %s reward %.3f (%s) at %s", rollout_id, action, report.reward, report.outcome,
              datetime.now(UTC).isoformat())  # fmt: skip
-    entry = complete_group_if_done(db, redis_client, rollout.group_id) if rollout.group_id else None
-    return GradeOutcome(rollout_id, action, report.reward, entry)
+    return GradeOutcome(rollout_id, action, report.reward, _complete_group(db, redis_client, rollout))
+
+
+def _complete_group(db: sessionmaker[Session], redis_client: redis.Redis, rollout: Rollout) -> str | None:
+    if rollout.group_id is None:
+        return None
+    entry = complete_group_if_done(db, redis_client, rollout.group_id)
+    if entry is not None:
+        GROUPS_COMPLETED.labels(rollout.run_id).inc()
+    return entry

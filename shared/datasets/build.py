@@ -1,9 +1,11 @@
-"""Generate a dataset's ``tasks.jsonl`` and ``solutions/`` from its hand-written ``cases/``.
+"""Generate a dataset's ``tasks.jsonl`` from its hand-written ``cases/`` and check its reference solutions.
 
 A case ``cases/<instance_id>/`` has ``task.json`` (repo folder name, problem statement, FAIL_TO_PASS,
-PASS_TO_PASS), ``tests/`` (files the hidden test patch adds or changes, at their repository paths) and ``fix/``
-(the reference versions of the files the solution changes). The base commit, the test patch and the solution
-patch are computed, so they can never drift from the files. ``--check`` fails if the generated files are stale.
+PASS_TO_PASS) and ``tests/`` (the files the hidden test patch adds or changes, at their repository paths). The
+base commit and the test patch are computed, so they can never drift from the files. The reference solution is
+``solutions/<instance_id>.patch``, a ``git diff`` written in a checkout of the base commit; the build checks that
+it applies. (Solutions are kept as patches, not as fixed copies of files, so the dataset holds one module per
+name and ``mypy shared`` stays meaningful.) ``--check`` fails if ``tasks.jsonl`` is stale.
 
     python -m shared.datasets.build swe_mini [--check]
 """
@@ -42,20 +44,21 @@ def _diff_after_copy(repo_dir: Path, base_commit: str, overlay: Path) -> str:
     return diff
 
 
-def build_case(dataset_root: Path, case_dir: Path) -> tuple[Task, str]:
-    """The task and its reference solution patch for one case."""
+def build_case(dataset_root: Path, case_dir: Path) -> Task:
+    """The task of one case; raises if its reference solution does not apply to the base commit."""
     spec = json.loads((case_dir / "task.json").read_text())
     repo_rel = f"repos/{spec['repo']}"
     repo_src = dataset_root / repo_rel
     base_commit = base_commit_of_dir(repo_src)
+    solution = dataset_root / "solutions" / f"{case_dir.name}.patch"
     with tempfile.TemporaryDirectory(prefix="harnessrl-build-") as tmp:
         repo_dir = Path(tmp) / "repo"
         copy_source_files(repo_src, repo_dir)
         if commit_tree(repo_dir) != base_commit:
             raise RuntimeError(f"{case_dir.name}: base commit is not reproducible")
         test_patch = _diff_after_copy(repo_dir, base_commit, case_dir / "tests")
-        solution = _diff_after_copy(repo_dir, base_commit, case_dir / "fix")
-    task = Task(
+        run_git(repo_dir, "apply", "--check", str(solution))
+    return Task(
         instance_id=case_dir.name,
         repo=f"harnessrl/{spec['repo']}",
         source=DirSource(kind="dir", path=repo_rel),
@@ -67,18 +70,13 @@ def build_case(dataset_root: Path, case_dir: Path) -> tuple[Task, str]:
         protected_paths=list(PROTECTED_PATHS),
         test_timeout_s=TEST_TIMEOUT_S,
     )
-    return task, solution
 
 
 def build_dataset(name: str) -> dict[Path, str]:
     """Every generated file of the dataset and its content."""
     root = DATASETS_DIR / name
     cases = sorted(p for p in (root / "cases").iterdir() if (p / "task.json").is_file())
-    built = [build_case(root, case) for case in cases]
-    files = {root / "tasks.jsonl": dump_tasks(task for task, _ in built)}
-    for task, solution in built:
-        files[root / "solutions" / f"{task.instance_id}.patch"] = solution
-    return files
+    return {root / "tasks.jsonl": dump_tasks(build_case(root, case) for case in cases)}
 
 
 def main(argv: list[str]) -> int:

@@ -1,0 +1,189 @@
+"""The grader through real Celery worker processes, Postgres, Redis and the S3 server: rewards, exactly-once
+group completion, redelivery, and a grader SIGKILLed in the middle of grading."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+from sqlalchemy import select
+
+from services.grader.group_completion import append_group_once, complete_group_if_done
+from shared.datasets import load_dataset, reference_patch
+from shared.events import groups_stream
+from shared.models import Group, Reward, Rollout
+from shared.queues import GRADE_ROLLOUT, GRADING_QUEUE, make_celery
+from shared.tasks import DEFAULT_TEST_COMMAND
+
+pytestmark = pytest.mark.integration
+
+TASK = next(t for t in load_dataset("swe_mini") if t.instance_id == "textkit-1")
+SOLUTION = reference_patch("swe_mini", TASK.instance_id)
+# Short limits so a dead worker's message comes back within seconds (visibility must exceed the longest task).
+FAST_RECOVERY = {
+    "HARNESSRL_ROLLOUT_TIMEOUT_S": "6",
+    "HARNESSRL_GRADING_TIMEOUT_S": "6",
+    "HARNESSRL_TASK_VISIBILITY_TIMEOUT_S": "8",
+}
+
+
+@pytest.fixture
+def client(settings):  # type: ignore[no-untyped-def]
+    fast = settings.model_copy(
+        update={"rollout_timeout_s": 6, "grading_timeout_s": 6, "task_visibility_timeout_s": 8}
+    )
+    app = make_celery(fast, "harnessrl-tests")
+    yield app
+    app.close()
+
+
+def _wait(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def _group(db, group_id: str) -> Group:  # type: ignore[no-untyped-def]
+    with db() as session:
+        group = session.get(Group, group_id)
+        assert group is not None
+        return group
+
+
+def _rewards(db, rollout_ids: list[str]) -> dict[str, list[Reward]]:  # type: ignore[no-untyped-def]
+    with db() as session:
+        rows = session.scalars(select(Reward).where(Reward.rollout_id.in_(rollout_ids))).all()
+    out: dict[str, list[Reward]] = {rid: [] for rid in rollout_ids}
+    for row in rows:
+        out[row.rollout_id].append(row)
+    return out
+
+
+def test_group_is_graded_and_appended_once(
+    client, celery_workers, finished_group, db, store, redis_client
+) -> None:  # type: ignore[no-untyped-def]
+    run_id, group_id, ids = finished_group(TASK, [SOLUTION, "", SOLUTION, "not a patch\n"])
+    celery_workers("services.grader.tasks", [GRADING_QUEUE], FAST_RECOVERY, concurrency=2)
+    results = [client.send_task(GRADE_ROLLOUT, args=[rid], queue=GRADING_QUEUE) for rid in ids]
+    outcomes = [r.get(timeout=120) for r in results]
+    assert [o["action"] for o in outcomes] == ["graded"] * 4
+
+    rewards = _rewards(db, ids)
+    assert [rewards[rid][0].reward for rid in ids] == [1.0, 0.0, 1.0, 0.0]
+    assert [rewards[rid][0].outcome for rid in ids] == ["graded", "graded", "graded", "patch_failed"]
+    first = rewards[ids[0]][0]
+    assert first.resolved and set(first.tests["FAIL_TO_PASS"].values()) == {"passed"}
+    assert "outcome graded, reward 1.0" in store.get_bytes(first.logs_key).decode()
+
+    group = _group(db, group_id)
+    entries = redis_client.xrange(groups_stream(run_id))
+    assert group.status == "complete" and len(entries) == 1
+    entry_id, fields = entries[0]
+    assert group.stream_entry_id == entry_id and fields["group_id"] == group_id
+    assert fields["graded"] == "4" and float(fields["reward_mean"]) == 0.5
+    assert [o["group_entry_id"] for o in outcomes].count(entry_id) == 1
+    with db() as session:
+        statuses = session.scalars(select(Rollout.status).where(Rollout.group_id == group_id)).all()
+        assert set(statuses) == {"graded"}
+
+    # A redelivered grading message: no second reward, no second stream entry.
+    again = client.send_task(GRADE_ROLLOUT, args=[ids[1]], queue=GRADING_QUEUE).get(timeout=60)
+    assert again["action"] == "already_graded" and again["reward"] == 0.0
+    assert [len(v) for v in _rewards(db, ids).values()] == [1, 1, 1, 1]
+    assert len(redis_client.xrange(groups_stream(run_id))) == 1
+
+
+def test_group_with_a_failed_rollout_completes(
+    client, celery_workers, finished_group, db, redis_client
+) -> None:  # type: ignore[no-untyped-def]
+    run_id, group_id, ids = finished_group(
+        TASK, [SOLUTION, ""], statuses=["finished", "failed"], reward_fn="fraction_passed"
+    )
+    celery_workers("services.grader.tasks", [GRADING_QUEUE], FAST_RECOVERY)
+    outcomes = [
+        client.send_task(GRADE_ROLLOUT, args=[rid], queue=GRADING_QUEUE).get(timeout=120) for rid in ids
+    ]
+    assert [o["action"] for o in outcomes] == ["graded", "not_gradable"]
+    rewards = _rewards(db, ids)
+    assert rewards[ids[0]][0].reward == 1.0 and rewards[ids[0]][0].reward_fn == "fraction_passed"
+    assert rewards[ids[1]] == []  # a rollout that failed for good gets no reward
+    ((_, fields),) = redis_client.xrange(groups_stream(run_id))
+    assert (fields["graded"], fields["failed"]) == ("1", "1") and _group(db, group_id).status == "complete"
+
+
+def test_sigkilled_grader_regrades_once_and_the_group_completes_once(  # type: ignore[no-untyped-def]
+    client, celery_workers, finished_group, db, redis_client
+) -> None:
+    slow = TASK.model_copy(update={"test_command": "sleep 4; " + DEFAULT_TEST_COMMAND})
+    run_id, group_id, ids = finished_group(slow, [SOLUTION, ""])
+    first = celery_workers("services.grader.tasks", [GRADING_QUEUE], FAST_RECOVERY)
+    for rid in ids:
+        client.send_task(GRADE_ROLLOUT, args=[rid], queue=GRADING_QUEUE)
+
+    def grading_started() -> bool:
+        with db() as session:
+            return "grading" in session.scalars(select(Rollout.status).where(Rollout.id.in_(ids))).all()
+
+    _wait(grading_started, 60, "grading to start")
+    first.kill()  # SIGKILL the worker and its pool in the middle of a test run
+    with db() as session:
+        killed = session.scalars(
+            select(Rollout).where(Rollout.id.in_(ids), Rollout.status == "grading")
+        ).all()
+        assert len(killed) == 1 and killed[0].meta["grade_attempts"] == 1
+        killed_id = killed[0].id
+    assert _rewards(db, ids)[killed_id] == []
+
+    celery_workers("services.grader.tasks", [GRADING_QUEUE], FAST_RECOVERY)
+    _wait(lambda: _group(db, group_id).status == "complete", 120, "the group to complete after redelivery")
+    rewards = _rewards(db, ids)
+    assert [len(rewards[rid]) for rid in ids] == [1, 1]
+    assert [rewards[rid][0].reward for rid in ids] == [1.0, 0.0]
+    with db() as session:
+        assert session.get(Rollout, killed_id).meta["grade_attempts"] == 2  # type: ignore[union-attr]
+    entries = redis_client.xrange(groups_stream(run_id))
+    assert len(entries) == 1 and entries[0][0] == _group(db, group_id).stream_entry_id
+
+
+def test_concurrent_completion_checks_append_once(finished_group, db, redis_client) -> None:  # type: ignore[no-untyped-def]
+    run_id, group_id, _ = finished_group(TASK, ["", "", ""], statuses=["graded", "graded", "failed"])
+    barrier = threading.Barrier(8)
+    results: list[str | None] = []
+
+    def check() -> None:
+        barrier.wait()
+        results.append(complete_group_if_done(db, redis_client, group_id))
+
+    threads = [threading.Thread(target=check) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    winners = [r for r in results if r is not None]
+    assert len(winners) == 1 and len(redis_client.xrange(groups_stream(run_id))) == 1
+    assert _group(db, group_id).stream_entry_id == winners[0]
+
+
+def test_crash_between_stream_append_and_commit_does_not_append_twice(
+    finished_group, db, redis_client
+) -> None:  # type: ignore[no-untyped-def]
+    run_id, group_id, _ = finished_group(TASK, ["", ""], statuses=["graded", "graded"])
+    # A grader appended the group and died before its transaction committed: the row still says "running".
+    orphan_entry = append_group_once(redis_client, run_id, group_id, {"graded": "2"})
+    assert _group(db, group_id).status == "running"
+    assert complete_group_if_done(db, redis_client, group_id) == orphan_entry
+    assert complete_group_if_done(db, redis_client, group_id) is None
+    group = _group(db, group_id)
+    assert group.status == "complete" and group.stream_entry_id == orphan_entry
+    assert len(redis_client.xrange(groups_stream(run_id))) == 1
+
+
+def test_incomplete_group_is_not_appended(finished_group, db, redis_client) -> None:  # type: ignore[no-untyped-def]
+    run_id, group_id, _ = finished_group(TASK, ["", ""], statuses=["graded", "running"])
+    assert complete_group_if_done(db, redis_client, group_id) is None
+    assert redis_client.xrange(groups_stream(run_id)) == [] and _group(db, group_id).status == "running"
