@@ -89,9 +89,14 @@ async def create_run(session: AsyncSession, body: RunCreate, idempotency_key: st
         "dataset": dataset,
         "task_ids": task_ids,
         "steps": body.steps,
-        "groups_per_step": body.groups_per_step,
+        "groups_per_step": len(scheduler.step_task_ids(task_ids, body.groups_per_step, 0)),
         "harness_command": body.harness_command,
-        "grpo": body.grpo.model_dump(mode="json"),
+        # Stored as given (the learner's defaults fill the rest); groups_per_step ties one learner step to one
+        # sampling step, so the learner never waits for groups that will not come before the next step.
+        "grpo": {
+            **body.grpo.model_dump(mode="json", exclude_unset=True),
+            "groups_per_step": len(scheduler.step_task_ids(task_ids, body.groups_per_step, 0)),
+        },
         "sampling": body.sampling.model_dump(mode="json"),
         "limits": body.limits.model_dump(mode="json"),
         "request_sha256": digest,

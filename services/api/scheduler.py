@@ -8,11 +8,15 @@ The api process owns both, in one loop (``Scheduler.run``, started by ``create_a
    twice, which is harmless because the runner is idempotent by rollout id (``shared/queues.py``).
 2. **Advance.** Under a row lock on the run (``SELECT ... FOR UPDATE``, so several api replicas never create a
    step twice), a ``running`` run whose newest step k is finished moves on:
-   - step k is finished when every group of it is ``consumed`` by the learner or ``failed``;
-   - if the learner consumed any of them, step k+1 waits until the policy advanced past the version step k
-     sampled with (the run's ``policy_version``, bumped by the learner, or a ``weights`` row the inference
-     service marked ``served``) — so step k+1 samples from the policy trained on step k;
-   - if every group failed there is nothing to train on, so step k+1 starts at once;
+   - step k is finished when every group of it is ``consumed`` by the learner or ``failed``. The learner marks
+     groups consumed in the same transaction that commits its step, its ``weights`` row and the run's new
+     ``policy_version``; so once step k is finished, whatever the learner will train on it is already visible.
+   - if that moved the run's ``policy_version`` past the version step k sampled with, step k+1 waits until the
+     inference service marks that version's ``weights`` row ``served`` (or ``rejected``/``failed``: it will
+     never be served, and calls record the version that really sampled them) — so step k+1 samples from the
+     policy trained on step k;
+   - if the learner trained nothing (every group stale, without reward variance, or failed), the version did
+     not move and step k+1 starts at once;
    - when k+1 reaches ``config.steps`` the run is ``completed`` instead.
 3. **Stop.** A ``stopping`` run (``POST /v1/runs/{id}/stop``) gets its not-yet-started rollouts marked
    ``failed`` ("run stopped") and becomes ``stopped`` once none is running; the runner refuses rollouts of a
@@ -43,6 +47,7 @@ from shared.models import Group, Rollout, Run, Weight
 log = logging.getLogger(__name__)
 
 STEP_DONE_GROUP_STATUSES = ("consumed", "failed")
+WEIGHT_DONE_STATUSES = ("served", "rejected", "failed")
 ENQUEUE_BATCH = 200
 
 SendRollout = Callable[[str], None]
@@ -92,11 +97,14 @@ async def create_step(session: AsyncSession, run: Run, step: int, policy_version
     return groups
 
 
-async def available_policy_version(session: AsyncSession, run: Run) -> int:
-    served = await session.scalar(
-        select(func.max(Weight.version)).where(Weight.run_id == run.id, Weight.status == "served")
+async def served_policy_version(session: AsyncSession, run: Run) -> int | None:
+    """The run's newest published version once the inference service is done with it, else None (wait)."""
+    if run.policy_version == 0:
+        return 0
+    status = await session.scalar(
+        select(Weight.status).where(Weight.run_id == run.id, Weight.version == run.policy_version)
     )
-    return max(run.policy_version, served or 0)
+    return run.policy_version if status in WEIGHT_DONE_STATUSES else None
 
 
 async def advance_run(session: AsyncSession, run_id: str) -> str | None:
@@ -110,19 +118,18 @@ async def advance_run(session: AsyncSession, run_id: str) -> str | None:
         return None
 
     newest = await session.scalar(select(func.max(Group.step)).where(Group.run_id == run.id))
-    if newest is None:  # a run created with no step yet (e.g. its tasks came later)
+    if newest is None:  # a run whose step 0 was never created (e.g. a crash between the two inserts)
         if not run.config.get("task_ids"):
             return None
-        await create_step(session, run, 0, await available_policy_version(session, run))
+        await create_step(session, run, 0, run.policy_version)
         return "step 0 created"
 
     groups = (await session.scalars(select(Group).where(Group.run_id == run.id, Group.step == newest))).all()
     if any(g.status not in STEP_DONE_GROUP_STATUSES for g in groups):
         return None
-    version = await available_policy_version(session, run)
-    trained = [g for g in groups if g.status == "consumed"]
-    if trained and version <= max(g.policy_version for g in trained):
-        return None  # the learner has not published the policy trained on this step yet
+    version = await served_policy_version(session, run)
+    if version is None:
+        return None  # the learner published a new policy; wait until inference serves it
 
     next_step = newest + 1
     if next_step >= int(run.config.get("steps", 1)):

@@ -29,24 +29,31 @@ class _Strict(BaseModel):
 
 
 class GRPOConfig(_Strict):
-    """GRPO knobs the learner reads from ``runs.config["grpo"]`` (DESIGN §5)."""
+    """GRPO knobs; the learner reads ``runs.config["grpo"]`` (names as in ``services/learner/grpo.py``).
+
+    Only the fields a request sets are stored; the learner's defaults (shown here) apply to the rest.
+    ``groups_per_step`` is not set here: the api sets it to the number of groups it schedules per step, so one
+    learner step consumes exactly one sampling step.
+    """
 
     learning_rate: float = Field(1e-6, gt=0, le=1, description="Optimizer learning rate.")
     baseline: Literal["mean", "leave_one_out"] = Field("mean", description="Group baseline.")
-    normalize_std: bool = Field(True, description="Divide advantages by the group's reward std.")
+    normalize_std: bool = Field(False, description="Divide advantages by the group's reward std.")
     clip_low: float = Field(0.2, gt=0, lt=1, description="PPO clip: ratio >= 1 - clip_low.")
-    clip_high: float = Field(0.2, gt=0, le=10, description="PPO clip: ratio <= 1 + clip_high (clip-higher).")
+    clip_high: float = Field(0.28, gt=0, le=10, description="PPO clip: ratio <= 1 + clip_high (clip-higher).")
+    tis_cap: float | None = Field(
+        2.0, gt=0, le=1000, description="Truncated importance sampling cap for off-policy tokens; null = off."
+    )
     aggregation: Literal["token", "sequence"] = Field("token", description="Loss aggregation level.")
     kl_coef: float = Field(0.0, ge=0, le=100, description="Weight of the KL penalty to the reference policy.")
-    importance_cap: float | None = Field(
-        None, gt=0, description="Truncated importance sampling cap for off-policy tokens; null = off."
-    )
-    reconstruction: Literal["per_request", "prefix_merging", "trie"] = Field(
+    max_grad_norm: float | None = Field(1.0, gt=0, description="Gradient clipping; null = off.")
+    weight_decay: float = Field(0.0, ge=0, le=1)
+    strategy: Literal["per_request", "prefix_merging", "trie"] = Field(
         "trie", description="How recorded calls become training sequences."
     )
-    max_policy_lag: int | None = Field(
-        None, ge=0, le=1000, description="Drop groups sampled more versions ago; null = the service setting."
-    )
+    max_policy_lag: int = Field(2, ge=0, le=1000, description="Drop groups sampled more versions ago.")
+    bf16_autocast: bool = Field(False, description="bfloat16 autocast for the forward pass.")
+    seed: int = Field(0, ge=0, le=2**31 - 1)
 
 
 class SamplingConfig(_Strict):

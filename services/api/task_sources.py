@@ -1,6 +1,6 @@
 """Turn a request's task source (bundled dataset name, JSONL file on the api host, inline tasks) into tasks.
 
-Bundled datasets live in ``shared/datasets/<name>/tasks.jsonl`` (``swe_mini`` ships with the project). Every
+Bundled datasets are read through ``shared.datasets`` (``swe_mini`` ships with the project). Every
 problem becomes an ``Invalid`` error whose ``loc`` names the request field, so the client sees a 422 that says
 which field to fix, and nothing is written.
 """
@@ -11,16 +11,8 @@ from pathlib import Path
 
 from services.api.errors import Invalid
 from services.api.schemas import TaskSource
+from shared.datasets import available_datasets, load_dataset
 from shared.tasks import Task, TaskError, load_tasks
-
-DATASETS_DIR = Path(__file__).resolve().parents[2] / "shared" / "datasets"
-DATASET_FILE = "tasks.jsonl"
-
-
-def bundled_datasets() -> list[str]:
-    if not DATASETS_DIR.is_dir():
-        return []
-    return sorted(p.name for p in DATASETS_DIR.iterdir() if (p / DATASET_FILE).is_file())
 
 
 def _load(path: Path, loc: str) -> list[Task]:
@@ -41,10 +33,13 @@ def resolve_tasks(source: TaskSource) -> tuple[str, list[Task]]:
         label, tasks = source.dataset or path.stem, _load(path, "body.dataset_file")
     else:
         assert source.dataset is not None  # TaskSource guarantees one source
-        if source.dataset not in bundled_datasets():
-            known = ", ".join(bundled_datasets()) or "none installed"
+        if source.dataset not in available_datasets():
+            known = ", ".join(available_datasets()) or "none installed"
             raise Invalid.field("body.dataset", f"unknown dataset {source.dataset!r} (bundled: {known})")
-        label, tasks = source.dataset, _load(DATASETS_DIR / source.dataset / DATASET_FILE, "body.dataset")
+        try:
+            label, tasks = source.dataset, load_dataset(source.dataset)
+        except TaskError as exc:
+            raise Invalid.field("body.dataset", str(exc)) from None
 
     seen: set[str] = set()
     for index, task in enumerate(tasks):

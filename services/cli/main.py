@@ -31,6 +31,7 @@ SERVE: dict[str, str] = {
 }
 BENCH: dict[str, str] = {
     "gateway": "services.gateway.bench:bench_gateway",
+    "sandbox": "services.grader.bench:bench_sandbox",
 }
 WORKER: dict[str, str] = {
     "runner": "services.runner.worker:runner_worker",

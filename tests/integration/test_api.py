@@ -16,7 +16,7 @@ import httpx
 import pytest
 from sqlalchemy import func, select, update
 
-from shared.models import Call, Chain, Group, Reward, Rollout, Run, Step
+from shared.models import Call, Chain, Group, Reward, Rollout, Run, Step, Weight
 from shared.queues import ROLLOUTS_QUEUE, RUN_ROLLOUT
 from tests.fixtures import product
 from tests.fixtures.product import task_spec
@@ -64,7 +64,8 @@ def test_create_run_writes_step_zero_and_enqueues_every_rollout(api: httpx.Clien
     assert (run["status"], run["steps"], run["current_step"], run["name"]) == ("running", 3, 0, "first")
     assert run["progress"]["tasks"] == 2
     assert run["progress"]["rollouts"] == {"queued": 4}
-    assert run["config"]["grpo"]["clip_low"] == 0.2  # defaults are stored, so the learner reads one source
+    # Only what the request set is stored (the learner's defaults fill the rest), plus one learner step per step.
+    assert run["config"]["grpo"] == {"groups_per_step": 2}
 
     with db() as session:
         groups = session.scalars(select(Group).where(Group.run_id == run["id"])).all()
@@ -281,29 +282,66 @@ def test_added_tasks_are_sampled_by_later_steps(api: httpx.Client, db) -> None:
     assert again["added"] == [] and again["tasks"] == 2
 
 
-def test_scheduler_advances_steps_after_the_policy_moves_and_completes(api: httpx.Client, db) -> None:
-    run = api.post(
-        "/v1/runs", json=_run_body("sched-a", "sched-b", "sched-c", steps=2, groups_per_step=2)
-    ).json()
-    run_id = run["id"]
+def test_scheduler_waits_for_the_learner_and_inference_then_advances(api: httpx.Client, db) -> None:
+    body = _run_body("sched-a", "sched-b", "sched-c", steps=3, groups_per_step=2)
+    run_id = api.post("/v1/runs", json=body).json()["id"]
+    assert api.get(f"/v1/runs/{run_id}").json()["config"]["grpo"]["groups_per_step"] == 2
     _grade_step(db, run_id, 0, [1.0, 0.0])
+    time.sleep(2.5)  # several scheduler ticks: graded but not consumed by the learner, so no step 1
+    assert api.get(f"/v1/runs/{run_id}").json()["current_step"] == 0
+
+    # The learner's step commit: groups consumed, weights row, run version, in one transaction.
     with db.begin() as session:
         session.execute(update(Group).where(Group.run_id == run_id).values(status="consumed"))
-    time.sleep(2.5)  # several scheduler ticks: consumed but the policy has not moved, so no step 1
+        session.add(Weight(run_id=run_id, version=1, object_key=f"weights/{run_id}/1/model.safetensors"))
+        session.execute(update(Run).where(Run.id == run_id).values(policy_version=1))
+    time.sleep(2.5)  # published but not yet served: step 1 must not sample from the old policy
     assert api.get(f"/v1/runs/{run_id}").json()["current_step"] == 0
 
     with db.begin() as session:
-        session.execute(update(Run).where(Run.id == run_id).values(policy_version=1))
+        session.execute(update(Weight).where(Weight.run_id == run_id).values(status="served"))
     _wait_for(lambda: api.get(f"/v1/runs/{run_id}").json()["current_step"] == 1)
     with db() as session:
         step1 = session.scalars(select(Group).where(Group.run_id == run_id, Group.step == 1)).all()
         step0_tasks = set(
             session.scalars(select(Group.task_id).where(Group.run_id == run_id, Group.step == 0))
         )
+        enqueued = session.scalars(
+            select(Rollout.meta).join(Group).where(Group.id.in_([g.id for g in step1]))
+        )
+        assert all(meta.get("enqueued_at") for meta in enqueued)
     assert len(step1) == 2 and {g.policy_version for g in step1} == {1}
     assert {g.task_id for g in step1} != step0_tasks  # the window moved on to the third task
 
+    # Nothing to train on (zero reward variance): consumed, version unchanged, so step 2 starts at once.
     with db.begin() as session:
-        session.execute(update(Group).where(Group.run_id == run_id, Group.step == 1).values(status="failed"))
+        session.execute(
+            update(Group).where(Group.run_id == run_id, Group.step == 1).values(status="consumed")
+        )
+    _wait_for(lambda: api.get(f"/v1/runs/{run_id}").json()["current_step"] == 2)
+    with db.begin() as session:
+        session.execute(update(Group).where(Group.run_id == run_id, Group.step == 2).values(status="failed"))
     _wait_for(lambda: api.get(f"/v1/runs/{run_id}").json()["status"] == "completed")
     assert api.post(f"/v1/runs/{run_id}/stop").status_code == 409
+
+
+def test_bundled_dataset_and_dataset_file_sources(api: httpx.Client, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from shared.datasets import load_dataset
+
+    bundled = [t.instance_id for t in load_dataset("swe_mini")]
+    body = {"model": "policy", "harness": "reference", "dataset": "swe_mini", "group_size": 1}
+    whole = api.post("/v1/runs", json=body).json()
+    assert whole["progress"]["tasks"] == len(bundled) >= 12
+    subset = api.post("/v1/runs", json={**body, "instance_ids": bundled[:2]}).json()
+    assert (
+        subset["config"]["task_ids"] == whole["config"]["task_ids"][:2]
+    )  # same rows: upserted, not duplicated
+
+    path = tmp_path / "suite.jsonl"
+    path.write_text("".join(json.dumps(task_spec(f"file-{i}")) + "\n" for i in range(3)))
+    from_file = api.post("/v1/runs", json={**body, "dataset": None, "dataset_file": str(path)})
+    assert from_file.status_code == 201, from_file.text
+    assert (from_file.json()["config"]["dataset"], from_file.json()["progress"]["tasks"]) == ("suite", 3)
+    path.write_text(path.read_text() + '{"instance_id": "broken"}\n')
+    broken = api.post("/v1/runs", json={**body, "dataset": None, "dataset_file": str(path)})
+    assert broken.status_code == 422 and ":4" in broken.json()["detail"][0]["msg"]  # names the bad line
