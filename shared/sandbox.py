@@ -446,7 +446,8 @@ class Sandbox:
                     # Walking a big tree is not free: keep the watch under ~5% of a core.
                     next_disk_check = time.monotonic() + max(0.2, 20 * disk_check_cost)
                 with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=min(0.05, max(0.0, deadline - now)))
+                    # Sleep until the next disk check or the deadline; a command that ends wakes us at once.
+                    proc.wait(timeout=max(0.0, min(next_disk_check, deadline) - time.monotonic()))
             if killed_reason is not None:
                 self._kill_tree(proc)
             exit_code = proc.wait()
