@@ -46,7 +46,7 @@ Model = TypeVar("Model", bound=BaseModel)
 SETTINGS = web.AppKey("settings", Settings)
 SESSIONS = web.AppKey("sessions", async_sessionmaker[AsyncSession])
 STORE = web.AppKey("store", ObjectStore)  # type: ignore[type-abstract]
-SEND_ROLLOUT = web.AppKey("send_rollout", SendRollout)  # type: ignore[arg-type]
+SEND_ROLLOUT: web.AppKey[SendRollout] = web.AppKey("send_rollout")
 OPENAPI = web.AppKey("openapi", dict[str, Any])
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -15,7 +15,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import case, func, select, tuple_
+from sqlalchemy import ScalarSelect, case, func, select, tuple_
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -57,11 +57,11 @@ async def upsert_tasks(session: AsyncSession, dataset: str, tasks: list[Task]) -
         }
         for t in tasks
     ]
-    statement = insert(TaskRow).values(rows)
-    statement = statement.on_conflict_do_update(
-        constraint="uq_tasks_dataset_instance", set_={"spec": statement.excluded.spec}
+    values = insert(TaskRow).values(rows)
+    statement = values.on_conflict_do_update(
+        constraint="uq_tasks_dataset_instance", set_={"spec": values.excluded.spec}
     ).returning(TaskRow.instance_id, TaskRow.id)
-    ids = dict((await session.execute(statement)).tuples().all())
+    ids: dict[str, str] = dict((await session.execute(statement)).tuples().all())
     return [ids[t.instance_id] for t in tasks]
 
 
@@ -151,7 +151,7 @@ async def stop_run(session: AsyncSession, run_id: str) -> Run:
 # --- reading ---------------------------------------------------------------------------------------------
 
 
-def _current_step():  # type: ignore[no-untyped-def]
+def _current_step() -> ScalarSelect[int | None]:
     return select(func.max(Group.step)).where(Group.run_id == Run.id).scalar_subquery()
 
 
@@ -220,18 +220,9 @@ async def reward_curve(session: AsyncSession, run_id: str) -> list[RewardPoint]:
         .group_by(Group.step)
         .order_by(Group.step)
     )
-    return [
-        RewardPoint(
-            step=step,
-            rollouts=n,
-            reward_mean=float(mean),
-            reward_std=float(std),
-            reward_min=float(low),
-            reward_max=float(high),
-            resolved_rate=float(resolved or 0.0),
-        )
-        for step, n, mean, std, low, high, resolved in (await session.execute(query)).all()
-    ]
+    columns = ("step", "rollouts", "reward_mean", "reward_std", "reward_min", "reward_max", "resolved_rate")
+    rows = (await session.execute(query)).all()
+    return [RewardPoint.model_validate(dict(zip(columns, row, strict=True))) for row in rows]
 
 
 async def _counts(session: AsyncSession, column: Any, run_id: str) -> dict[str, int]:
