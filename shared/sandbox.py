@@ -13,6 +13,10 @@ Isolation, when bubblewrap is installed (``ISOLATION_BWRAP``; facts in reference
   ``/run/harnessrl/gateway.sock`` and a small forwarder (``_FORWARDER``) started inside listens on
   ``127.0.0.1:<gateway_port>``, so ``http://127.0.0.1:<port>`` reaches the gateway and nothing else does.
 - rlimits (inherited by everything inside): CPU seconds, address space, file size, processes, open files.
+- cgroups (when the worker is root and the v1 ``pids`` and ``memory`` hierarchies are writable; the isolation
+  string then ends in ``CGROUP_SUFFIX``): a pids and a memory cgroup per sandbox, nested under the worker's own,
+  so the process cap holds per sandbox (RLIMIT_NPROC counts all sandboxes of the uid together) and resident
+  memory is capped; an OOM kill inside is reported as ``killed_reason == "memory"``.
 - Wall clock: on timeout the bwrap process is SIGKILLed; ``--die-with-parent`` then kills the namespace's
   init and the kernel kills every process in the PID namespace, including ``setsid``/double-forked ones.
 - Disk: a single file is capped by RLIMIT_FSIZE; total usage of the writable host dirs is watched while the
@@ -33,13 +37,14 @@ import contextlib
 import functools
 import os
 import resource
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -52,6 +57,11 @@ GATEWAY_SOCKET_INSIDE = "/run/harnessrl/gateway.sock"
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 ISOLATION_BWRAP = "bwrap(uid={uid}; ns=user,pid,net,mount,ipc,uts,cgroup; rlimits=cpu,as,fsize,nproc,nofile)"
+CGROUP_SUFFIX = "; cgroup=pids,memory"
+CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
+# With a pids cgroup per sandbox, RLIMIT_NPROC (counted per uid, across every sandbox running as that uid) is
+# only a backstop; this factor keeps one sandbox's fork bomb from starving the others.
+NPROC_BACKSTOP_FACTOR = 16
 ISOLATION_NONE = "none (unsafe)"
 
 # Runs inside the sandbox before the command: listen on loopback, relay each connection to the gateway's Unix
@@ -122,6 +132,9 @@ class SandboxLimits:
     disk_bytes: int
     tmpfs_bytes: int
     output_bytes: int = 1024 * 1024
+    # Resident-memory cap of the sandbox's memory cgroup; None: the same as ``memory_bytes``. Raise
+    # ``memory_bytes`` alone for runtimes that reserve far more address space than they use (V8, WASM).
+    resident_memory_bytes: int | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, timeout_s: float) -> SandboxLimits:
@@ -138,7 +151,7 @@ class SandboxLimits:
             tmpfs_bytes=settings.sandbox_file_size_bytes,
         )
 
-    def with_(self, **changes: float | int) -> SandboxLimits:
+    def with_(self, **changes: float | int | None) -> SandboxLimits:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
@@ -147,12 +160,13 @@ class SandboxResult:
     """What a sandboxed command did.
 
     ``exit_code``: the command's status; 128 + N when it died of signal N inside the sandbox (bwrap's
-    convention); -9 when the sandbox killed it (``killed_reason`` says why: ``timeout`` or ``disk``).
+    convention); -9 when the sandbox killed it (``killed_reason`` says why: ``timeout`` or ``disk``;
+    ``memory`` when the sandbox's memory cgroup OOM-killed a process inside).
     """
 
     exit_code: int
     timed_out: bool
-    killed_reason: str | None  # "timeout" | "disk" | None
+    killed_reason: str | None  # "timeout" | "disk" | "memory" | None
     stdout: str
     stderr: str
     output_truncated: bool
@@ -243,6 +257,88 @@ def _setpriv(uid: int) -> list[str]:
     ]  # fmt: skip
 
 
+def _own_cgroup_v1(controller: str) -> Path | None:
+    """This process's cgroup directory of a v1 controller, if that hierarchy is mounted."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controller in controllers.split(","):
+            directory = CGROUP_V1_ROOT / controller / path.lstrip("/")
+            return directory if directory.is_dir() else None
+    return None
+
+
+class _SandboxCgroups:
+    """Per-sandbox v1 cgroups, nested under this process's own (so the machine's accounting still applies):
+    ``pids.max`` caps the processes of this sandbox alone, ``memory.limit_in_bytes`` its resident memory (the OOM
+    killer acts inside the sandbox, never on the host)."""
+
+    CONTROLLERS = ("pids", "memory")
+
+    def __init__(self, limits: SandboxLimits) -> None:
+        name = f"harnessrl-sandbox-{secrets.token_hex(6)}"
+        self.dirs: dict[str, Path] = {}
+        try:
+            for controller in self.CONTROLLERS:
+                parent = _own_cgroup_v1(controller)
+                if parent is None:
+                    raise OSError(f"no {controller} cgroup")
+                directory = parent / name
+                directory.mkdir()
+                self.dirs[controller] = directory
+            (self.dirs["pids"] / "pids.max").write_text(str(limits.max_processes))
+            resident = str(limits.resident_memory_bytes or limits.memory_bytes)
+            (self.dirs["memory"] / "memory.limit_in_bytes").write_text(resident)
+            with contextlib.suppress(OSError):  # absent without swap accounting
+                (self.dirs["memory"] / "memory.memsw.limit_in_bytes").write_text(resident)
+        except BaseException:
+            self.close()
+            raise
+        self.procs_files = [str(d / "cgroup.procs") for d in self.dirs.values()]
+
+    def enter(self) -> None:
+        """Move the calling process (the child, between fork and exec) into the cgroups."""
+        pid = str(os.getpid())
+        for path in self.procs_files:
+            with open(path, "w") as f:
+                f.write(pid)
+
+    def oom_killed(self) -> bool:
+        try:
+            control = (self.dirs["memory"] / "memory.oom_control").read_text()
+        except (KeyError, OSError):
+            return False
+        counts = dict(line.split() for line in control.splitlines() if len(line.split()) == 2)
+        return int(counts.get("oom_kill", "0")) > 0
+
+    def close(self) -> None:
+        # The PID namespace is gone by now; its processes may take a moment to leave the cgroup.
+        for directory in self.dirs.values():
+            for _ in range(100):
+                try:
+                    directory.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+
+
+@functools.cache
+def _cgroups_usable() -> bool:
+    """Whether per-sandbox cgroups can be made here (root with the v1 pids and memory hierarchies)."""
+    if os.geteuid() != 0:
+        return False
+    try:
+        _SandboxCgroups(SandboxLimits(1, 1, 64 * 1024**2, 1, 8, 8, 1, 1)).close()
+    except OSError:
+        return False
+    return True
+
+
 class Sandbox:
     """Runs commands confined; one instance per worker process (it probes bubblewrap once)."""
 
@@ -253,12 +349,16 @@ class Sandbox:
         problem = _bwrap_probe(self.uid)
         if problem is None:
             self.isolation = ISOLATION_BWRAP.format(uid=self.uid)
+            self.cgroups = _cgroups_usable()
+            if self.cgroups:
+                self.isolation += CGROUP_SUFFIX
             if not (self.venv / "bin" / "python").exists():
                 raise SandboxError(
                     f"sandbox venv {self.venv} is missing; create it with scripts/install-system.sh"
                 )
         elif settings.allow_unsandboxed:
             self.isolation = ISOLATION_NONE
+            self.cgroups = False
         else:
             raise SandboxUnavailable(
                 f"{problem}. Refusing to run untrusted commands unsandboxed; set HARNESSRL_ALLOW_UNSANDBOXED=1 "
@@ -405,17 +505,42 @@ class Sandbox:
     ) -> SandboxResult:
         stdout_path, stderr_path = tmp / "stdout", tmp / "stderr"
 
-        def apply_rlimits() -> None:  # runs in the child between fork and exec
+        cgroups = _SandboxCgroups(limits) if self.cgroups else None
+        nproc = limits.max_processes * (NPROC_BACKSTOP_FACTOR if cgroups else 1)
+
+        def confine_child() -> None:  # runs in the child between fork and exec
             for which, value in (
                 (resource.RLIMIT_CPU, limits.cpu_s),
                 (resource.RLIMIT_AS, limits.memory_bytes),
                 (resource.RLIMIT_FSIZE, limits.file_size_bytes),
-                (resource.RLIMIT_NPROC, limits.max_processes),
+                (resource.RLIMIT_NPROC, nproc),
                 (resource.RLIMIT_NOFILE, limits.open_files),
                 (resource.RLIMIT_CORE, 0),
             ):
                 resource.setrlimit(which, (value, value))
+            if cgroups is not None:
+                cgroups.enter()
 
+        try:
+            return self._watch(
+                command, env, cwd, limits, writable, stdout_path, stderr_path, confine_child, cgroups
+            )
+        finally:
+            if cgroups is not None:
+                cgroups.close()
+
+    def _watch(
+        self,
+        command: list[str],
+        env: dict[str, str],
+        cwd: str,
+        limits: SandboxLimits,
+        writable: list[Path],
+        stdout_path: Path,
+        stderr_path: Path,
+        confine_child: Callable[[], None],
+        cgroups: _SandboxCgroups | None,
+    ) -> SandboxResult:
         started = time.monotonic()
         killed_reason: str | None = None
         with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
@@ -427,7 +552,7 @@ class Sandbox:
                 env=env,
                 cwd=cwd,
                 start_new_session=True,
-                preexec_fn=apply_rlimits,
+                preexec_fn=confine_child,
             )
             deadline = started + limits.timeout_s
             next_disk_check = started
@@ -452,6 +577,8 @@ class Sandbox:
                 self._kill_tree(proc)
             exit_code = proc.wait()
         duration_s = time.monotonic() - started
+        if killed_reason is None and exit_code != 0 and cgroups is not None and cgroups.oom_killed():
+            killed_reason = "memory"
         stdout, cut_out = _read_bounded(stdout_path, limits.output_bytes)
         stderr, cut_err = _read_bounded(stderr_path, limits.output_bytes)
         if killed_reason is not None:

@@ -20,6 +20,7 @@ from shared.sandbox import (
     Sandbox,
     SandboxError,
     SandboxLimits,
+    SandboxResult,
     SandboxUnavailable,
     _bwrap_probe,
 )
@@ -102,7 +103,11 @@ def gateway_socket(sandbox_dir: Path) -> Iterator[Path]:
 
 
 def _workspace(sandbox_dir: Path) -> Path:
-    ws = sandbox_dir / "ws"
+    return _workspace_named(sandbox_dir, "ws")
+
+
+def _workspace_named(sandbox_dir: Path, name: str) -> Path:
+    ws = sandbox_dir / name
     ws.mkdir()
     return ws
 
@@ -223,10 +228,23 @@ def test_fork_bomb_is_contained(box: Sandbox, sandbox_dir: Path, limits: Sandbox
     token = secrets.token_hex(6)
     ws = _workspace(sandbox_dir)
     (ws / f"bomb_{token}.sh").write_text("bomb() { bomb | bomb & }; bomb; sleep 60\n")
+    outcome: list[SandboxResult] = []
     started = time.monotonic()
-    result = box.run(["bash", f"bomb_{token}.sh"], ws, limits=limits.with_(timeout_s=4))
-    assert result.timed_out and time.monotonic() - started < 15
+    bomb = threading.Thread(
+        target=lambda: outcome.append(
+            box.run(["bash", f"bomb_{token}.sh"], ws, limits=limits.with_(timeout_s=5))
+        )
+    )
+    bomb.start()
+    time.sleep(1.5)
+    # Meanwhile another sandbox of the same uid still starts processes: the cap is per sandbox.
+    neighbour = box.run(["bash", "-c", "for i in 1 2 3 4 5; do (true) & done; wait; echo fine"],
+                        _workspace_named(sandbox_dir, "ws2"), limits=limits)  # fmt: skip
+    bomb.join()
+    assert outcome[0].timed_out and time.monotonic() - started < 20
     assert wait_no_survivors(token) == []
+    if box.cgroups:
+        assert neighbour.ok and neighbour.stdout == "fine\n", neighbour.stderr
 
 
 def test_setsid_children_do_not_survive_the_time_limit(
@@ -255,6 +273,25 @@ def test_memory_limit(box: Sandbox, sandbox_dir: Path, limits: SandboxLimits) ->
                      limits=limits.with_(memory_bytes=256 * 1024**2))  # fmt: skip
     assert result.exit_code != 0 and "allocated" not in result.stdout
     assert "MemoryError" in result.stderr
+
+
+def test_resident_memory_is_capped_by_the_sandbox_cgroup(
+    box: Sandbox, sandbox_dir: Path, limits: SandboxLimits
+) -> None:
+    # A generous address-space limit, so the memory cgroup is what stops a process touching 1 GiB.
+    if not box.cgroups:
+        pytest.fail(f"per-sandbox cgroups are not usable on this machine (isolation: {box.isolation})")
+    assert box.isolation.endswith("cgroup=pids,memory")
+    code = "x = bytearray(1024**3)\nfor i in range(0, len(x), 4096): x[i] = 1\nprint('touched')"
+    roomy = limits.with_(memory_bytes=4 * 1024**3, resident_memory_bytes=2 * 1024**3)
+    result = box.run(py(code), _workspace(sandbox_dir), limits=roomy)
+    assert result.ok and "touched" in result.stdout, result.stderr
+    capped = box.run(
+        py(code),
+        _workspace_named(sandbox_dir, "ws2"),
+        limits=roomy.with_(resident_memory_bytes=256 * 1024**2),
+    )
+    assert capped.killed_reason == "memory" and capped.exit_code == 128 + 9 and "touched" not in capped.stdout
 
 
 def test_cpu_limit(box: Sandbox, sandbox_dir: Path, limits: SandboxLimits) -> None:
