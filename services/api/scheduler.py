@@ -5,7 +5,8 @@ The api process owns both, in one loop (``Scheduler.run``, started by ``create_a
 1. **Enqueue (outbox).** Rollout rows are committed first, with ``meta.enqueued_at`` unset; ``enqueue_pending``
    then sends ``RUN_ROLLOUT`` by name for each and stamps ``enqueued_at``. A crash between the commit and the
    send leaves the row unstamped, so the next tick sends it; a crash between the send and the stamp sends it
-   twice, which is harmless because the runner is idempotent by rollout id (``shared/queues.py``).
+   twice, which is harmless because the runner is idempotent by rollout id (``shared/queues.py``). If Redis is
+   down, rows stay unstamped and the loop retries every tick.
 2. **Advance.** Under a row lock on the run (``SELECT ... FOR UPDATE``, so several api replicas never create a
    step twice), a ``running`` run whose newest step k is finished moves on:
    - step k is finished when every group of it is ``consumed`` by the learner or ``failed``. The learner marks
@@ -157,7 +158,11 @@ async def _finish_stopping(session: AsyncSession, run: Run) -> str | None:
 async def enqueue_pending(
     factory: async_sessionmaker[AsyncSession], send: SendRollout, run_id: str | None = None
 ) -> int:
-    """Send every queued, not yet enqueued rollout of running runs; returns how many were sent."""
+    """Send every queued, not yet enqueued rollout of running runs; returns how many were sent.
+
+    Each batch is locked (``FOR UPDATE SKIP LOCKED``), sent and stamped in one transaction, so two api
+    replicas never send the same batch; a crash after a send and before the commit re-sends it next tick.
+    """
     sent = 0
     while True:
         async with async_session_scope(factory) as session:
@@ -171,22 +176,22 @@ async def enqueue_pending(
                 )
                 .order_by(Rollout.created_at, Rollout.id)
                 .limit(ENQUEUE_BATCH)
+                .with_for_update(of=Rollout, skip_locked=True)
             )
             if run_id is not None:
                 query = query.where(Rollout.run_id == run_id)
             batch = (await session.execute(query)).all()
-        if not batch:
-            return sent
-        for rollout_id, harness in batch:
-            await asyncio.to_thread(send, rollout_id)
-            async with async_session_scope(factory) as session:
+            for rollout_id, harness in batch:
+                await asyncio.to_thread(send, rollout_id)
                 await session.execute(
                     update(Rollout)
                     .where(Rollout.id == rollout_id)
                     .values(meta=Rollout.meta.op("||")(_enqueued_stamp()))
                 )
-            ROLLOUTS_ENQUEUED.labels(harness=harness).inc()
-            sent += 1
+                ROLLOUTS_ENQUEUED.labels(harness=harness).inc()
+                sent += 1
+        if not batch:
+            return sent
 
 
 def _enqueued_stamp() -> Any:

@@ -19,7 +19,7 @@ from sqlalchemy import func, select, update
 from shared.models import Call, Chain, Group, Reward, Rollout, Run, Step, Weight
 from shared.queues import ROLLOUTS_QUEUE, RUN_ROLLOUT
 from tests.fixtures import product
-from tests.fixtures.product import task_spec
+from tests.fixtures.product import ApiServer, task_spec
 
 # The product area's fixtures (tests/fixtures/product.py), made visible to this module.
 api_server, api = product.api_server, product.api
@@ -345,3 +345,32 @@ def test_bundled_dataset_and_dataset_file_sources(api: httpx.Client, tmp_path) -
     path.write_text(path.read_text() + '{"instance_id": "broken"}\n')
     broken = api.post("/v1/runs", json={**body, "dataset": None, "dataset_file": str(path)})
     assert broken.status_code == 422 and ":4" in broken.json()["detail"][0]["msg"]  # names the bad line
+
+
+def test_rollouts_committed_but_never_sent_are_sent_by_the_scheduler(
+    api: httpx.Client, db, redis_client
+) -> None:  # type: ignore[no-untyped-def]
+    """The outbox: an api that died between committing rows and sending them loses nothing."""
+    run = api.post("/v1/runs", json=_run_body("outbox-a")).json()
+    with db.begin() as session:
+        rollouts = session.scalars(select(Rollout).where(Rollout.run_id == run["id"])).all()
+        for rollout in rollouts:
+            rollout.meta = {}  # as if the process died before the send
+        ids = {r.id for r in rollouts}
+    redis_client.delete(ROLLOUTS_QUEUE)
+
+    def stamped() -> bool:
+        with db() as session:
+            metas = session.scalars(select(Rollout.meta).where(Rollout.id.in_(ids))).all()
+        return all(m.get("enqueued_at") for m in metas)
+
+    _wait_for(stamped)
+    assert ids <= _queued_rollout_ids(redis_client)
+
+
+def test_metrics_endpoint_reports_requests_by_route_pattern(api_server: ApiServer, api: httpx.Client) -> None:
+    api.get("/v1/runs/run_missing")
+    text = httpx.get(f"{api_server.url}/metrics").text
+    assert 'route="/v1/runs/{run_id}"' in text and 'service="api"' in text
+    assert "run_missing" not in text  # ids never become label values
+    assert "harnessrl_runs_created_total" in text and "harnessrl_rollouts_enqueued_total" in text
