@@ -3,6 +3,8 @@ group completion, redelivery, and a grader SIGKILLed in the middle of grading.""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -16,6 +18,7 @@ from shared.events import groups_stream
 from shared.models import Group, Reward, Rollout
 from shared.queues import GRADE_ROLLOUT, GRADING_QUEUE, make_celery
 from shared.tasks import DEFAULT_TEST_COMMAND
+from tests.fixtures.services import stop_process
 
 pytestmark = pytest.mark.integration
 
@@ -187,3 +190,25 @@ def test_incomplete_group_is_not_appended(finished_group, db, redis_client) -> N
     run_id, group_id, _ = finished_group(TASK, ["", ""], statuses=["graded", "running"])
     assert complete_group_if_done(db, redis_client, group_id) is None
     assert redis_client.xrange(groups_stream(run_id)) == [] and _group(db, group_id).status == "running"
+
+
+def test_harnessrl_worker_grader_command(client, settings_env, finished_group, db, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``harnessrl worker grader`` starts a real grading worker on the ``grading`` queue."""
+    run_id, group_id, ids = finished_group(TASK, [SOLUTION])
+    log = tmp_path / "grader.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "services.cli.main", "worker", "grader", "--concurrency", "1"],
+            env={**settings_env, **FAST_RECOVERY},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        _wait(lambda: "ready." in log.read_text(errors="replace"), 60, "the grader worker to start")
+        outcome = client.send_task(GRADE_ROLLOUT, args=[ids[0]], queue=GRADING_QUEUE).get(timeout=120)
+        assert outcome["action"] == "graded" and outcome["reward"] == 1.0 and outcome["group_entry_id"]
+        assert _group(db, group_id).status == "complete"
+    finally:
+        stop_process(proc)
+    assert "harnessrl.grade_rollout" in log.read_text(errors="replace")
