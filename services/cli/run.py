@@ -1,4 +1,4 @@
-"""``harnessrl run create|list|status|watch|stop|plot``: runs through the REST API.
+"""``harnessrl run create|list|status|watch|add-tasks|stop|plot``: runs through the REST API.
 
 Every command talks to the api (``--api``, default ``http://<host>:<api_port>`` from settings, or
 ``$HARNESSRL_API_URL``) with the settings' ``api_token``, and prints tables for people or, with ``--json``,
@@ -156,6 +156,27 @@ def _watch_view(run: dict[str, Any]) -> Group:
     return Group(_summary_table(run), bar, Text("\nmean reward per step"), Text(reward_chart(_curve(run))))
 
 
+def _task_source(
+    dataset: str | None, tasks_file: Path | None, instance_ids: tuple[str, ...]
+) -> dict[str, Any]:
+    """The task-source fields of a request body; a tasks file is sent inline (validated here first), so the
+    api need not see this machine's files."""
+    if tasks_file is None and dataset is None:
+        raise click.UsageError("name the tasks with --dataset NAME or --tasks-file FILE.jsonl")
+    source: dict[str, Any] = {}
+    if dataset is not None:
+        source["dataset"] = dataset
+    if instance_ids:
+        source["instance_ids"] = list(instance_ids)
+    if tasks_file is not None:
+        try:
+            source["tasks"] = [task.model_dump(mode="json") for task in load_tasks(tasks_file)]
+        except TaskError as exc:
+            raise click.BadParameter(str(exc), param_hint="--tasks-file") from None
+        source.setdefault("dataset", tasks_file.stem)
+    return source
+
+
 @click.group()
 def run() -> None:
     """Create, list, inspect, watch and stop training runs (through the REST API)."""
@@ -191,8 +212,6 @@ def create(
     api_url: str | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Create a run; its first step's rollouts are queued at once."""
-    if tasks_file is None and dataset is None:
-        raise click.UsageError("name the tasks with --dataset NAME or --tasks-file FILE.jsonl")
     body: dict[str, Any] = {
         "name": name,
         "model": model or load_settings().served_model_name,
@@ -210,15 +229,7 @@ def create(
     ):
         if value is not None:
             body[key] = value
-    if instance_ids:
-        body["instance_ids"] = list(instance_ids)
-    if tasks_file is not None:
-        # Sent inline (validated here first) so the api need not see this machine's files.
-        try:
-            body["tasks"] = [task.model_dump(mode="json") for task in load_tasks(tasks_file)]
-        except TaskError as exc:
-            raise click.BadParameter(str(exc), param_hint="--tasks-file") from None
-        body.setdefault("dataset", tasks_file.stem)
+    body.update(_task_source(dataset, tasks_file, instance_ids))
     with api_client(api_url) as client:
         created = client.create_run(body, idempotency_key)
     if as_json:
@@ -320,6 +331,29 @@ def watch(
         sys.exit(3)
     if final["status"] == "failed":
         sys.exit(1)
+
+
+@run.command("add-tasks")
+@click.argument("run_id")
+@click.option("--dataset", default=None, help="Bundled dataset name, or a label for --tasks-file.")
+@click.option(
+    "--tasks-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="JSONL tasks."
+)
+@click.option("--instance", "instance_ids", multiple=True, help="Only these instance ids (repeatable).")
+@api_option
+@json_option
+def add_tasks(
+    run_id: str, dataset: str | None, tasks_file: Path | None, instance_ids: tuple[str, ...], api_url: str | None,
+    as_json: bool,
+) -> None:  # fmt: skip
+    """Attach more tasks to a running run; later steps sample them."""
+    body = _task_source(dataset, tasks_file, instance_ids)
+    with api_client(api_url) as client:
+        added = client.add_tasks(run_id, body)
+    if as_json:
+        _print_json(added)
+    else:
+        click.echo(f"run {added['run_id']}: {len(added['added'])} task(s) added, {added['tasks']} in all")
 
 
 @run.command("stop")

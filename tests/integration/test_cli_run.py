@@ -146,3 +146,15 @@ def test_stopping_a_completed_run_is_an_error(harnessrl, db, tasks_file: Path) -
         session.execute(update(Run).where(Run.id == run["id"]).values(status="completed"))
     refused = harnessrl("run", "stop", run["id"])
     assert refused.exit_code == 1 and "already completed" in refused.output
+
+
+def test_add_tasks_from_a_file_and_a_bundled_dataset(harnessrl, tasks_file: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    run = json.loads(
+        harnessrl("run", "create", "--harness", "reference", "--tasks-file", str(tasks_file), "--json").output
+    )
+    more = tmp_path / "more.jsonl"
+    more.write_text(json.dumps(task_spec("cli-extra")) + "\n")
+    added = json.loads(harnessrl("run", "add-tasks", run["id"], "--tasks-file", str(more), "--json").output)
+    assert (len(added["added"]), added["tasks"]) == (1, 3)
+    bundled = harnessrl("run", "add-tasks", run["id"], "--dataset", "swe_mini", "--instance", "durations-1")
+    assert bundled.exit_code == 0 and "1 task(s) added, 4 in all" in bundled.output
