@@ -27,6 +27,7 @@ from typing import Any
 import click
 
 from shared.inference_client import InferenceClient
+from shared.settings import Settings
 
 PROMPT = [4088, 882, 198, 1500, 2300, 77, 4089, 198, 4088, 520, 198]
 
@@ -57,7 +58,9 @@ async def measure_throughput(
     }
 
 
-async def measure_swaps(base_url: str, model_dir: Path, swaps: int) -> list[dict[str, float]]:
+async def measure_swaps(
+    base_url: str, model_dir: Path, swaps: int, settings: Settings
+) -> list[dict[str, float]]:
     """Publish ``swaps`` versions through the real channel and updater; latency of each."""
     import torch
     from safetensors.torch import load_file, save
@@ -67,9 +70,7 @@ async def measure_swaps(base_url: str, model_dir: Path, swaps: int) -> list[dict
     from shared.events import connect, publish_weights
     from shared.models import Run, Weight
     from shared.objectstore import open_store
-    from shared.settings import get_settings
 
-    settings = get_settings()
     sessions = session_factory(make_engine(settings.database_url))
     store = open_store(settings)
     run_id = f"bench-{uuid.uuid4().hex[:8]}"
@@ -111,9 +112,9 @@ async def measure_swaps(base_url: str, model_dir: Path, swaps: int) -> list[dict
                 latency_ms = (time.perf_counter() - published_at) * 1000
                 with session_scope(sessions) as session:
                     row = session.query(Weight).filter_by(run_id=run_id, version=version).one()
-                    results.append(
-                        {"version": version, "latency_ms": latency_ms, "pause_ms": row.swap_ms or 0.0}
-                    )
+                    pause_ms = row.swap_ms or 0.0
+                if version > 1:
+                    results.append({"version": version, "latency_ms": latency_ms, "pause_ms": pause_ms})
             # leave the server on its own weights again
             restore = f"weights/{run_id}/restore.safetensors"
             keys.append(restore)
@@ -187,7 +188,13 @@ def machine_description() -> str:
 
 
 async def run_bench(
-    url: str, model_dir: Path, concurrencies: list[int], max_tokens: int, requests_per_client: int, swaps: int
+    url: str,
+    model_dir: Path,
+    concurrencies: list[int],
+    max_tokens: int,
+    requests_per_client: int,
+    swaps: int,
+    settings: Settings,
 ) -> dict[str, Any]:
     throughput = [
         await measure_throughput(
@@ -200,7 +207,7 @@ async def run_bench(
         "model_dir": str(model_dir),
         "max_tokens": max_tokens,
         "throughput": throughput,
-        "swaps": await measure_swaps(url, model_dir, swaps) if swaps else [],
+        "swaps": await measure_swaps(url, model_dir, swaps, settings) if swaps else [],
     }
     by_c = {row["concurrency"]: row["tokens_per_s"] for row in throughput}
     if 1 in by_c and 32 in by_c:
@@ -237,14 +244,17 @@ def bench_inference(
     from services.inference.tiny_model import build_tiny_model
     from shared.settings import get_settings
 
+    settings = get_settings()
     with tempfile.TemporaryDirectory(prefix="harnessrl-bench-") as tmp:
         work_dir = Path(tmp)
         if model_dir is None:
-            model_dir = get_settings().resolved_model_dir
+            model_dir = settings.resolved_model_dir
             if not (model_dir / "model.safetensors").exists():
                 model_dir = build_tiny_model(work_dir / "tiny")
         with _server(url, model_dir, work_dir) as base_url:
             figures = asyncio.run(
-                run_bench(base_url, model_dir, list(concurrencies), max_tokens, requests_per_client, swaps)
+                run_bench(
+                    base_url, model_dir, list(concurrencies), max_tokens, requests_per_client, swaps, settings
+                )
             )
     click.echo(json.dumps(figures) if as_json else _table(figures))
