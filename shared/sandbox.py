@@ -33,6 +33,7 @@ bwrap resolves them after dropping privileges, so nothing under root's 0700 home
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import os
@@ -43,6 +44,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -315,16 +317,39 @@ class _SandboxCgroups:
         return int(counts.get("oom_kill", "0")) > 0
 
     def close(self) -> None:
-        # The PID namespace is gone by now; its processes may take a moment to leave the cgroup.
-        for directory in self.dirs.values():
-            for _ in range(100):
-                try:
-                    directory.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.02)
+        """Remove the cgroups. Exited processes can linger in them for some milliseconds after the sandbox
+        returns, so a busy cgroup is removed by a background thread rather than delaying the caller."""
+        busy = [d for d in self.dirs.values() if not self._rmdir(d)]
+        if busy:
+            _PENDING_CGROUPS.update(busy)
+            threading.Thread(target=self._remove_when_empty, args=(busy, 30.0), daemon=True).start()
+
+    @staticmethod
+    def _rmdir(directory: Path) -> bool:
+        try:
+            directory.rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return False
+        return True
+
+    @classmethod
+    def _remove_when_empty(cls, directories: list[Path], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while directories and time.monotonic() < deadline:
+            time.sleep(0.02)
+            directories = [d for d in directories if not cls._rmdir(d)]
+        _PENDING_CGROUPS.difference_update(d for d in list(_PENDING_CGROUPS) if not d.exists())
+
+
+_PENDING_CGROUPS: set[Path] = set()
+
+
+@atexit.register
+def _remove_pending_cgroups() -> None:
+    # A short-lived process (a CLI command) may exit before the background removal is done.
+    _SandboxCgroups._remove_when_empty(sorted(_PENDING_CGROUPS), 2.0)
 
 
 @functools.cache
