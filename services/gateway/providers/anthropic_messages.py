@@ -63,6 +63,7 @@ def stream_content_type(conversation: Conversation) -> str:
 # --- parse ---------------------------------------------------------------------------------------------
 
 
+@f.refuses_deep_nesting
 def parse(body: Any, *, model: str | None = None, stream: bool | None = None) -> Conversation:
     body = f.require_object(body, "body")
     notes: list[str] = []
@@ -173,7 +174,7 @@ def _parse_assistant(content: Any, path: str, notes: list[str]) -> Message:
                 ToolCall(
                     id=f.require_str(block.get("id"), f"{block_path}.id"),
                     name=f.require_str(block.get("name"), f"{block_path}.name"),
-                    arguments=f.require_object(block.get("input", {}), f"{block_path}.input"),
+                    arguments=f.optional_opaque(block, "input", f"{block_path}."),
                 )
             )
         else:
@@ -195,7 +196,7 @@ def _parse_tool(raw: Any, path: str, notes: list[str]) -> ToolSpec | None:
     return ToolSpec(
         name=f.require_str(tool.get("name"), f"{path}.name"),
         description=f.optional_str(tool, "description", f"{path}."),
-        parameters=f.require_object(tool.get("input_schema", {}), f"{path}.input_schema"),
+        parameters=f.optional_opaque(tool, "input_schema", f"{path}."),
     )
 
 

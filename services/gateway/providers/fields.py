@@ -18,7 +18,9 @@ import hashlib
 import json
 import math
 import secrets
-from typing import Any
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, ParamSpec, TypeVar
 
 from services.gateway.conversation import ProviderError, ToolCall
 
@@ -38,10 +40,51 @@ def bad(path: str, expected: str) -> ProviderError:
     return ProviderError(400, f"{path}: expected {expected}", param=path)
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def refuses_deep_nesting(parse: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Turn a ``RecursionError`` (a body nested about a thousand levels deep, which ``json.loads`` accepts)
+    into a 400 instead of a 500; walking the body up front to measure depth would cost every request."""
+
+    @wraps(parse)
+    def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return parse(*args, **kwargs)
+        except RecursionError:
+            raise ProviderError(400, "body: nested too deeply") from None
+
+    return guarded
+
+
 def require_object(value: Any, path: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise bad(path, "a JSON object")
     return value
+
+
+# Deepest nesting accepted inside objects we pass through untouched (tool schemas, call arguments): real
+# schemas stay far below it, and the chat template and JSON encoders downstream recurse over these.
+MAX_OPAQUE_DEPTH = 64
+
+
+def opaque_object(value: Any, path: str) -> dict[str, Any]:
+    """An object the gateway carries without reading (tool parameters, arguments), depth-checked."""
+    obj = require_object(value, path)
+    pending: list[tuple[Any, int]] = [(obj, 1)]
+    while pending:
+        node, depth = pending.pop()
+        if depth > MAX_OPAQUE_DEPTH:
+            raise bad(path, f"an object nested at most {MAX_OPAQUE_DEPTH} levels deep")
+        children = node.values() if isinstance(node, dict) else node
+        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return obj
+
+
+def optional_opaque(body: dict[str, Any], key: str, path: str = "") -> dict[str, Any]:
+    value = body.get(key)
+    return {} if value is None else opaque_object(value, f"{path}{key}")
 
 
 def optional_object(body: dict[str, Any], key: str, path: str) -> dict[str, Any] | None:
@@ -142,7 +185,7 @@ def parse_arguments(raw: Any, path: str, notes: list[str]) -> dict[str, Any] | s
     A string that is not a JSON object stays a raw string (noted): vendors accept such history, so we do too.
     """
     if isinstance(raw, dict):
-        return raw
+        return opaque_object(raw, path)
     if raw is None:
         return {}
     text = require_str(raw, path)
@@ -156,7 +199,7 @@ def parse_arguments(raw: Any, path: str, notes: list[str]) -> dict[str, Any] | s
     if not isinstance(value, dict):
         notes.append(f"{path}: arguments are JSON but not an object; kept as text")
         return text
-    return value
+    return opaque_object(value, path)
 
 
 def arguments_object(call: ToolCall) -> dict[str, Any]:

@@ -83,6 +83,7 @@ def _camel_keys(obj: dict[str, Any]) -> dict[str, Any]:
 # --- parse ---------------------------------------------------------------------------------------------
 
 
+@f.refuses_deep_nesting
 def parse(body: Any, *, model: str | None = None, stream: bool | None = None) -> Conversation:
     body = _camel_keys(f.require_object(body, "body"))
     notes: list[str] = []
@@ -161,7 +162,7 @@ def _parse_content(raw: Any, path: str, open_calls: list[ToolCall], notes: list[
                 call = ToolCall(
                     id=call_id or f"{name}_{len(message.tool_calls)}",
                     name=name,
-                    arguments=f.require_object(call_object.get("args", {}), f"{part_path}.functionCall.args"),
+                    arguments=f.optional_opaque(call_object, "args", f"{part_path}.functionCall."),
                 )
                 message.tool_calls.append(call)
                 open_calls.append(call)
@@ -185,7 +186,7 @@ def _parse_content(raw: Any, path: str, open_calls: list[ToolCall], notes: list[
             response = f.require_object(function_response, f"{part_path}.functionResponse")
             name = f.require_str(response.get("name"), f"{part_path}.functionResponse.name")
             call_id = f.optional_str(response, "id", f"{part_path}.functionResponse.")
-            payload = f.require_object(response.get("response", {}), f"{part_path}.functionResponse.response")
+            payload = f.optional_opaque(response, "response", f"{part_path}.functionResponse.")
             out.append(
                 Message(
                     role="tool",
@@ -237,7 +238,7 @@ def _parse_tool(raw: Any, path: str, notes: list[str]) -> list[ToolSpec]:
             ToolSpec(
                 name=f.require_str(decl.get("name"), f"{decl_path}.name"),
                 description=f.optional_str(decl, "description", f"{decl_path}."),
-                parameters=_lower_types(f.require_object(parameters, f"{decl_path}.parameters")),
+                parameters=_lower_types(f.opaque_object(parameters, f"{decl_path}.parameters")),
             )
         )
     return specs

@@ -63,6 +63,7 @@ def stream_content_type(conversation: Conversation) -> str:
 # --- parse ---------------------------------------------------------------------------------------------
 
 
+@f.refuses_deep_nesting
 def parse(body: Any, *, model: str | None = None, stream: bool | None = None) -> Conversation:
     body = f.require_object(body, "body")
     notes: list[str] = []
@@ -202,7 +203,7 @@ def _function_spec(function: dict[str, Any], path: str) -> ToolSpec:
     return ToolSpec(
         name=f.require_str(function.get("name"), f"{path}name"),
         description=f.optional_str(function, "description", path),
-        parameters=f.optional_object(function, "parameters", path) or {},
+        parameters=f.optional_opaque(function, "parameters", path),
     )
 
 

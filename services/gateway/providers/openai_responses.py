@@ -74,6 +74,7 @@ def context_length_error(limit: int, requested: int) -> ProviderError:
 # --- parse ---------------------------------------------------------------------------------------------
 
 
+@f.refuses_deep_nesting
 def parse(body: Any, *, model: str | None = None, stream: bool | None = None) -> Conversation:
     body = f.require_object(body, "body")
     notes: list[str] = []
@@ -208,7 +209,7 @@ def _parse_tool(raw: Any, path: str, notes: list[str]) -> ToolSpec | None:
         return ToolSpec(
             name=f.require_str(tool.get("name"), f"{path}.name"),
             description=f.optional_str(tool, "description", f"{path}."),
-            parameters=f.optional_object(tool, "parameters", f"{path}.") or {},
+            parameters=f.optional_opaque(tool, "parameters", f"{path}."),
         )
     if kind == "custom":
         fmt = f.optional_object(tool, "format", f"{path}.") or {"type": "text"}
@@ -346,7 +347,8 @@ def render(completion: Completion, conversation: Conversation) -> dict[str, Any]
     output: list[dict[str, Any]] = []
     if completion.reasoning:
         output.append(_reasoning_item("rs_" + suffix, completion.reasoning))
-    if completion.text:
+    # An empty reply is still one (empty) message, so the turn exists when the harness echoes it back.
+    if completion.text or not completion.tool_calls:
         output.append(_message_item("msg_" + suffix, completion.text))
     output.extend(_tool_call_item(call) for call in completion.tool_calls)
     return _response(
@@ -482,6 +484,8 @@ async def render_stream(
             frames += close_item() + tool_call(event.call)
         elif isinstance(event, Finish):
             frames += close_item()
+            if not any(item["type"] != "reasoning" for item in output):  # same empty message as ``render``
+                frames += open_item("message") + close_item()
             status = _status(event.completion)
             final = _response(
                 response_id,
