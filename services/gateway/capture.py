@@ -166,6 +166,15 @@ async def record_call(
         return Recorded(chain_id, call.id, key)
 
 
+async def record_drift(
+    sessions: async_sessionmaker[AsyncSession], call_id: int, drift: asyncio.Future[bool | None]
+) -> None:
+    """Fill ``calls.retemplate_drift`` once the from-scratch render of a recorded call has finished."""
+    value = await drift
+    async with async_session_scope(sessions) as session:
+        await session.execute(update(Call).where(Call.id == call_id).values(retemplate_drift=value))
+
+
 def _put_objects(store: ObjectStore, objects: dict[str, bytes]) -> None:
     for key, data in objects.items():
         store.put_bytes(key, data)

@@ -9,7 +9,8 @@ call of the rollout always sees the new tip.
 
 Concurrency: the handler's task owns a ``ModelCall``. The rollout's lock (``Splicer.rollout_lock``) is held while
 planning and while recording + committing the tip, never while sampling, so a rollout's parallel calls (sub-agents)
-sample concurrently. The retemplate drift check runs in a worker thread alongside sampling.
+sample concurrently. The retemplate drift check runs in a worker thread alongside sampling; when it is not done
+by the time the call is recorded it is written later (``capture.record_drift``), off the reply's path.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from types import ModuleType
 from typing import Any
 
 from services.gateway.binding import BoundRollout
-from services.gateway.capture import CallRecord, Recorded, record_call
+from services.gateway.capture import CallRecord, Recorded, record_call, record_drift
 from services.gateway.conversation import (
     Completion,
     Conversation,
@@ -196,7 +197,13 @@ class ModelCall:
     ) -> None:
         state, plan, timings = self.state, self.plan, self.timings
         assert plan is not None
-        drift = await self._drift if self._drift is not None else None
+        # The drift check must not delay the reply: if the from-scratch render is still running, the row is
+        # written with NULL and updated when it finishes.
+        drift, pending_drift = None, self._drift
+        if pending_drift is not None and pending_drift.done():
+            drift = None if pending_drift.cancelled() else pending_drift.result()
+            pending_drift = None
+        self._drift = None
         policy_version, version_source = await self._policy_version()
         rollout_id = self.rollout.rollout_id
         async with state.splicer.rollout_lock(rollout_id):
@@ -247,6 +254,8 @@ class ModelCall:
                 self.recorded.call_id,
             )
         self.plan = plan
+        if pending_drift is not None:
+            state.track(record_drift(state.sessions, self.recorded.call_id, pending_drift))
         metrics.CALLS_CAPTURED.labels(self.adapter.API, completion.finish_reason).inc()
         if plan.fork_reason:
             metrics.FORKS.labels(self.rollout.harness, plan.fork_reason).inc()

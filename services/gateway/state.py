@@ -8,8 +8,10 @@ chain tips. Handlers read it from ``app[STATE]``; nothing else is global.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+import logging
+from collections.abc import AsyncIterator, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 import redis.asyncio as aioredis
@@ -24,6 +26,7 @@ from shared.events import POLICY_VERSION_KEY
 from shared.objectstore import ObjectStore, open_store
 from shared.settings import Settings
 
+log = logging.getLogger("harnessrl.gateway")
 UPSTREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, connect=10, sock_read=600)
 
 
@@ -40,6 +43,18 @@ class GatewayState:
     directory: RolloutDirectory
     upstream: Upstream
     measure_drift: bool
+    background: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def track(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` after the reply (e.g. a late drift update); finished before the state closes."""
+        task = asyncio.create_task(work)
+        self.background.add(task)
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        self.background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background gateway work failed", exc_info=task.exception())
 
     async def served_policy_version(self) -> int | None:
         """The version the inference updater last announced in Redis (a fallback when a reply is unlabeled)."""
@@ -65,23 +80,26 @@ async def open_state(
     http = aiohttp.ClientSession(timeout=UPSTREAM_TIMEOUT, connector=connector)
     redis_client = aioredis.Redis.from_url(settings.redis_url, decode_responses=True)
     sessions = async_session_factory(engine)
+    state = GatewayState(
+        settings=settings,
+        engine=engine,
+        sessions=sessions,
+        store=store,
+        http=http,
+        redis=redis_client,
+        chat_format=chat_format,
+        splicer=Splicer(chat_format, splice_mode),
+        directory=RolloutDirectory(sessions),
+        upstream=Upstream(
+            http, inference_urls or settings.resolved_inference_urls, settings.served_model_name
+        ),
+        measure_drift=measure_drift,
+    )
     try:
-        yield GatewayState(
-            settings=settings,
-            engine=engine,
-            sessions=sessions,
-            store=store,
-            http=http,
-            redis=redis_client,
-            chat_format=chat_format,
-            splicer=Splicer(chat_format, splice_mode),
-            directory=RolloutDirectory(sessions),
-            upstream=Upstream(
-                http, inference_urls or settings.resolved_inference_urls, settings.served_model_name
-            ),
-            measure_drift=measure_drift,
-        )
+        yield state
     finally:
+        if state.background:
+            await asyncio.wait(state.background, timeout=30)
         await http.close()
         await redis_client.aclose()
         await engine.dispose()

@@ -6,6 +6,7 @@ previous sampled ids + the new suffix, with token arrays that reconstruct what t
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import numpy as np
@@ -259,14 +260,23 @@ LOOPS = {
 }
 
 
+def recorded(db, rollout_id: str) -> tuple[list[Call], list[Chain]]:  # type: ignore[no-untyped-def]
+    """The rollout's calls and chains, once every late drift update has landed (it runs after the reply)."""
+    deadline = time.monotonic() + 10
+    while True:
+        with session_scope(db) as session:
+            query = select(Call).where(Call.rollout_id == rollout_id).order_by(Call.position)
+            calls = list(session.scalars(query))
+            chains = list(session.scalars(select(Chain).where(Chain.rollout_id == rollout_id)))
+        if all(c.retemplate_drift is not None for c in calls) or time.monotonic() > deadline:
+            return calls, chains
+        time.sleep(0.05)
+
+
 def assert_one_exact_chain(
     db, store, scripted_policy, rollout_id: str, provider_api: str, stream: bool
 ) -> list[Call]:  # type: ignore[no-untyped-def]
-    with session_scope(db) as session:
-        calls = list(
-            session.scalars(select(Call).where(Call.rollout_id == rollout_id).order_by(Call.position))
-        )
-        chains = list(session.scalars(select(Chain).where(Chain.rollout_id == rollout_id)))
+    calls, chains = recorded(db, rollout_id)
     assert len(chains) == 1 and chains[0].fork_reason is None, [c.fork_reason for c in chains]
     assert [c.position for c in calls] == [0, 1, 2, 3]
     assert all(
