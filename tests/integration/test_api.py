@@ -47,9 +47,9 @@ def _wait_for(predicate, timeout_s: float = 15.0):  # type: ignore[no-untyped-de
     raise AssertionError("condition not reached")
 
 
-def _queued_rollout_ids(redis_client) -> set[str]:  # type: ignore[no-untyped-def]
+def _queued_rollout_ids(api_redis) -> set[str]:  # type: ignore[no-untyped-def]
     ids = set()
-    for raw in redis_client.lrange(ROLLOUTS_QUEUE, 0, -1):
+    for raw in api_redis.lrange(ROLLOUTS_QUEUE, 0, -1):
         message = json.loads(raw)
         if message["headers"]["task"] == RUN_ROLLOUT:
             args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
@@ -57,7 +57,10 @@ def _queued_rollout_ids(redis_client) -> set[str]:  # type: ignore[no-untyped-de
     return ids
 
 
-def test_create_run_writes_step_zero_and_enqueues_every_rollout(api: httpx.Client, db, redis_client) -> None:
+def test_create_run_writes_step_zero_and_enqueues_every_rollout(
+    api: httpx.Client, api_server: ApiServer, db
+) -> None:
+    api_redis = api_server.queue_redis
     response = api.post("/v1/runs", json=_run_body("create-a", "create-b", steps=3, name="first"))
     assert response.status_code == 201, response.text
     run = response.json()
@@ -76,7 +79,7 @@ def test_create_run_writes_step_zero_and_enqueues_every_rollout(api: httpx.Clien
     )
     assert all(r.meta.get("enqueued_at") for r in rollouts)
     assert len({r.rollout_key for r in rollouts}) == 4
-    assert {r.id for r in rollouts} <= _queued_rollout_ids(redis_client)
+    assert {r.id for r in rollouts} <= _queued_rollout_ids(api_redis)
 
 
 def test_tasks_are_upserted_by_dataset_and_instance(api: httpx.Client, db) -> None:
@@ -348,16 +351,17 @@ def test_bundled_dataset_and_dataset_file_sources(api: httpx.Client, tmp_path) -
 
 
 def test_rollouts_committed_but_never_sent_are_sent_by_the_scheduler(
-    api: httpx.Client, db, redis_client
-) -> None:  # type: ignore[no-untyped-def]
+    api: httpx.Client, api_server: ApiServer, db
+) -> None:
     """The outbox: an api that died between committing rows and sending them loses nothing."""
+    api_redis = api_server.queue_redis
     run = api.post("/v1/runs", json=_run_body("outbox-a")).json()
     with db.begin() as session:
         rollouts = session.scalars(select(Rollout).where(Rollout.run_id == run["id"])).all()
         for rollout in rollouts:
             rollout.meta = {}  # as if the process died before the send
         ids = {r.id for r in rollouts}
-    redis_client.delete(ROLLOUTS_QUEUE)
+    api_redis.delete(ROLLOUTS_QUEUE)
 
     def stamped() -> bool:
         with db() as session:
@@ -365,7 +369,7 @@ def test_rollouts_committed_but_never_sent_are_sent_by_the_scheduler(
         return all(m.get("enqueued_at") for m in metas)
 
     _wait_for(stamped)
-    assert ids <= _queued_rollout_ids(redis_client)
+    assert ids <= _queued_rollout_ids(api_redis)
 
 
 def test_metrics_endpoint_reports_requests_by_route_pattern(api_server: ApiServer, api: httpx.Client) -> None:

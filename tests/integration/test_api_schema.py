@@ -28,7 +28,7 @@ OBSERVED: set[tuple[str, str, int]] = set()
 PUBLIC = {("GET", "/health"), ("GET", "/metrics")}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def openapi_document(api_server: ApiServer) -> dict[str, Any]:
     with api_server.client() as client:
         response = client.get("/openapi.json")
@@ -36,7 +36,7 @@ def openapi_document(api_server: ApiServer) -> dict[str, Any]:
     return response.json()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def api_schema(openapi_document: dict[str, Any]):  # type: ignore[no-untyped-def]
     return schemathesis.openapi.from_dict(openapi_document)
 
