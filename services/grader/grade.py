@@ -39,7 +39,7 @@ from shared.metrics import GRADING_SECONDS, GROUPS_COMPLETED, ROLLOUTS
 from shared.models import Reward, Rollout, Run
 from shared.models import Task as TaskRow
 from shared.objectstore import ObjectNotFound, ObjectStore
-from shared.sandbox import Sandbox
+from shared.sandbox import Sandbox, SandboxError
 from shared.tasks import JUNIT_PLACEHOLDER, GitError, Task, TaskRepoError, materialize, run_git
 
 log = logging.getLogger(__name__)
@@ -379,6 +379,19 @@ def grade_rollout(
         except TaskRepoError as exc:
             report = GradeReport(
                 0.0, False, reward_fn, "repo_unavailable", {}, sandbox.isolation, 0.0, [str(exc)]
+            )
+        except (GitError, SandboxError, OSError) as exc:
+            # Raising would ack the message with no reward and leave the group incomplete for ever.
+            log.exception("rollout %s: grading failed", rollout_id)
+            report = GradeReport(
+                0.0,
+                False,
+                reward_fn,
+                "grading_failed",
+                {},
+                sandbox.isolation,
+                0.0,
+                [f"grading failed: {exc}"],
             )
         action = "graded"
     key = logs_key(rollout.run_id, rollout_id)

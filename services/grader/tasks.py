@@ -14,6 +14,7 @@ from dataclasses import asdict
 from typing import Any
 
 import redis
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.grader.grade import grade_rollout as grade_rollout_once
@@ -36,7 +37,17 @@ def _resources() -> tuple[sessionmaker[Session], ObjectStore, Sandbox, redis.Red
     return db, open_store(settings), Sandbox(settings), connect(settings.redis_url)
 
 
-@app.task(name=GRADE_ROLLOUT)
+# Postgres or Redis briefly unreachable: try again later rather than ack a grading that never happened.
+TRANSIENT_ERRORS = (OperationalError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+@app.task(
+    name=GRADE_ROLLOUT,
+    autoretry_for=TRANSIENT_ERRORS,
+    retry_backoff=True,
+    retry_backoff_max=60,
+    max_retries=10,
+)
 def grade_rollout(rollout_id: str) -> dict[str, Any]:
     settings = get_settings()
     db, store, sandbox, redis_client = _resources()

@@ -12,12 +12,13 @@ from collections.abc import Callable
 import pytest
 from sqlalchemy import select
 
+from services.grader.grade import grade_rollout
 from services.grader.group_completion import append_group_once, complete_group_if_done
 from shared.datasets import load_dataset, reference_patch
 from shared.events import groups_stream
 from shared.models import Group, Reward, Rollout
 from shared.queues import GRADE_ROLLOUT, GRADING_QUEUE, make_celery
-from shared.tasks import DEFAULT_TEST_COMMAND
+from shared.tasks import DEFAULT_TEST_COMMAND, DirSource
 from tests.fixtures.services import stop_process
 
 pytestmark = pytest.mark.integration
@@ -212,3 +213,24 @@ def test_harnessrl_worker_grader_command(client, settings_env, finished_group, d
     finally:
         stop_process(proc)
     assert "harnessrl.grade_rollout" in log.read_text(errors="replace")
+
+
+def test_ungradable_rollouts_get_a_zero_reward_with_the_reason(
+    finished_group, db, store, sandbox, redis_client
+) -> None:  # type: ignore[no-untyped-def]
+    """A repository that cannot be materialized, or an unknown reward function, is recorded (reward 0 and the
+    reason) instead of leaving the rollout ungraded and its group incomplete."""
+    gone = TASK.with_source(DirSource(kind="dir", path="/nonexistent/harnessrl/repo"))
+    run_id, group_id, (no_repo,) = finished_group(gone, [SOLUTION])
+    _, _, (bad_fn,) = finished_group(TASK, [SOLUTION], reward_fn="no_such_reward")
+    for rollout_id in (no_repo, bad_fn):
+        outcome = grade_rollout(
+            rollout_id, db=db, store=store, sandbox=sandbox, redis_client=redis_client, timeout_s=60
+        )
+        assert outcome.reward == 0.0
+    rewards = _rewards(db, [no_repo, bad_fn])
+    assert rewards[no_repo][0].outcome == "repo_unavailable"
+    assert rewards[bad_fn][0].outcome == "grading_failed"
+    assert "does not exist" in store.get_bytes(rewards[no_repo][0].logs_key).decode()
+    assert "unknown reward function 'no_such_reward'" in store.get_bytes(rewards[bad_fn][0].logs_key).decode()
+    assert _group(db, group_id).status == "complete" and len(redis_client.xrange(groups_stream(run_id))) == 1
