@@ -20,6 +20,7 @@ from services.gateway.conversation import (
     Conversation,
     Finish,
     Message,
+    ProviderApi,
     ProviderError,
     ReasoningDelta,
     StreamEvent,
@@ -31,7 +32,7 @@ from services.gateway.conversation import (
 from services.gateway.providers import fields as f
 from services.gateway.providers.sse import SSE_CONTENT_TYPE, settled_events, sse_event, to_json
 
-API = "anthropic_messages"
+API: ProviderApi = "anthropic_messages"
 MESSAGE_ID_PREFIX = "msg_"
 TOOL_CALL_ID_PREFIX = "toolu_"
 

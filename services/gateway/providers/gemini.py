@@ -21,6 +21,7 @@ from services.gateway.conversation import (
     Conversation,
     Finish,
     Message,
+    ProviderApi,
     ProviderError,
     ReasoningDelta,
     StreamEvent,
@@ -32,7 +33,7 @@ from services.gateway.conversation import (
 from services.gateway.providers import fields as f
 from services.gateway.providers.sse import SSE_CONTENT_TYPE, settled_events, sse_event, to_json
 
-API = "gemini"
+API: ProviderApi = "gemini"
 TOOL_CALL_ID_PREFIX = "call_"
 JSON_CONTENT_TYPE = "application/json"
 

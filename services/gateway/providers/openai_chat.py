@@ -18,6 +18,7 @@ from services.gateway.conversation import (
     Conversation,
     Finish,
     Message,
+    ProviderApi,
     ProviderError,
     ReasoningDelta,
     StreamEvent,
@@ -42,7 +43,7 @@ __all__ = [
     "stream_content_type",
 ]
 
-API = "openai_chat"
+API: ProviderApi = "openai_chat"
 COMPLETION_ID_PREFIX = "chatcmpl-"
 TOOL_CALL_ID_PREFIX = "call_"
 

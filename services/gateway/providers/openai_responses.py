@@ -23,6 +23,7 @@ from services.gateway.conversation import (
     Conversation,
     Finish,
     Message,
+    ProviderApi,
     ProviderError,
     ReasoningDelta,
     StreamEvent,
@@ -48,7 +49,7 @@ __all__ = [
     "stream_content_type",
 ]
 
-API = "openai_responses"
+API: ProviderApi = "openai_responses"
 RESPONSE_ID_PREFIX = "resp_"
 TOOL_CALL_ID_PREFIX = "call_"
 
@@ -388,11 +389,11 @@ async def render_stream(
         if kind == "reasoning":
             item_id = f"rs_{suffix}_{index}"
             output.append({"type": "reasoning", "id": item_id, "summary": []})
-            part = {"type": "summary_text", "text": ""}
+            summary_part: dict[str, Any] = {"type": "summary_text", "text": ""}
             return [
                 emit("response.output_item.added", output_index=index, item=dict(output[-1])),
                 emit("response.reasoning_summary_part.added", item_id=item_id, output_index=index,
-                     summary_index=0, part=part),
+                     summary_index=0, part=summary_part),
             ]  # fmt: skip
         item_id = f"msg_{suffix}_{index}"
         output.append(_message_item(item_id, "", status="in_progress"))
