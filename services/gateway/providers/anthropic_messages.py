@@ -357,7 +357,11 @@ async def render_stream(
                 frame(
                     "message_delta",
                     delta={"stop_reason": _stop_reason(completion), "stop_sequence": None},
-                    usage={"output_tokens": completion.completion_tokens},
+                    # input_tokens too: message_start went out before the prompt length was known here.
+                    usage={
+                        "input_tokens": completion.prompt_tokens,
+                        "output_tokens": completion.completion_tokens,
+                    },
                 )
             )
             frames.append(frame("message_stop"))
