@@ -72,17 +72,15 @@ def reward_chart(values: list[float | None], height: int = 6, low: float = 0.0, 
     """A bar chart of one value per step in ``height`` text rows (eighth-block resolution), y axis on the left."""
     if not values:
         return "(no graded steps yet)"
-    top = max(high, *(v for v in values if v is not None))
-    bottom = min(low, *(v for v in values if v is not None))
+    known = [v for v in values if v is not None]
+    top, bottom = max([high, *known]), min([low, *known])
     span = (top - bottom) or 1.0
     levels = [None if v is None else round((v - bottom) / span * height * 8) for v in values]
     rows = []
     for row in range(height, 0, -1):
-        label = (
-            f"{bottom + span * row / height:6.2f} │"
-            if row in (height, 1) or row == height // 2
-            else "       │"
-        )
+        # Label the top of the top and middle rows and the base of the bottom row.
+        value = bottom if row == 1 else bottom + span * row / height
+        label = f"{value:6.2f} │" if row in (height, height // 2, 1) else "       │"
         cells = []
         for level in levels:
             fill = 0 if level is None else min(max(level - (row - 1) * 8, 0), 8)

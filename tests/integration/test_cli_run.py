@@ -136,6 +136,9 @@ def test_reward_chart_scales_bars_and_marks_missing_steps() -> None:
     assert [bottom[8 + 3 * i : 10 + 3 * i] for i in range(4)] == ["  ", "██", "██", "  "]
     assert chart[-1].split() == ["step", "0", "1", "2", "3"]
     assert reward_chart([]) == "(no graded steps yet)"
+    assert (
+        reward_chart([None, None], height=2).splitlines()[1].startswith("  0.00 │")
+    )  # no data yet: empty bars
 
 
 def test_stopping_a_completed_run_is_an_error(harnessrl, db, tasks_file: Path) -> None:  # type: ignore[no-untyped-def]
