@@ -30,6 +30,7 @@ SERVE: dict[str, str] = {
     "inference": "services.inference.serve:serve_inference",
 }
 BENCH: dict[str, str] = {
+    "learner": "services.learner.bench:bench_learner",
     "inference": "services.inference.bench:bench_inference",
     "gateway": "services.gateway.bench:bench_gateway",
     "sandbox": "services.grader.bench:bench_sandbox",

@@ -9,7 +9,13 @@ import click
 
 
 @click.command("learner")
-@click.option("--run", "run_id", required=True, help="Run id whose groups stream to train on.")
+@click.option(
+    "--run",
+    "--run-id",
+    "run_id",
+    required=True,
+    help="Run id to train (--run-id under torchrun, which owns --run*).",
+)
 @click.option(
     "--max-steps", type=int, default=None, help="Stop after this many steps (default: run until stopped)."
 )

@@ -20,6 +20,9 @@ One step, in order:
      start-up: the learner re-announces its current version (the updater ignores versions it already serves).
 A failure after the optimizer step and before the commit leaves in-memory state ahead of the database; the
 learner then stops (the supervisor restarts it from the last committed checkpoint) rather than guess.
+
+Under ``torchrun`` (``distributed.py``) rank 0 does all of the above; it broadcasts each batch before its step,
+every rank computes its share and the gradients are summed, and ranks > 0 only ``follow``.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from sqlalchemy import func, select, update
 
 from services.learner import grpo
 from services.learner.checkpoint import LearnerState, load_checkpoint, save_checkpoint
+from services.learner.distributed import broadcast, init_from_env
 from services.learner.loader import GroupSetAside, LoadedGroup, load_group
 from services.learner.policy import load_policy
 from services.learner.publish import put_weights, weights_key
@@ -92,6 +96,7 @@ class Learner:
         self.store = open_store(settings)
         self.redis = connect(settings.redis_url)
         self.stopping = False
+        self.rank, self.world_size = init_from_env()
         with session_scope(self.sessions) as session:
             run = session.get(Run, run_id)
             if run is None:
@@ -122,11 +127,13 @@ class Learner:
                 raise LearnerError(
                     f"run {run_id} committed step {last_step} but its checkpoint is missing"
                 ) from None
+        self.carry = {"groups_stale": 0, "groups_zero_variance": 0, "groups_set_aside": 0}
+        if self.rank > 0:
+            return  # followers only train on what rank 0 broadcasts
         self.consumer = GroupStreamConsumer(
             self.redis, run_id, consumer or f"learner-{socket.gethostname()}", claim_idle_ms=60_000
         )
         self.backlog: list[GroupEntry] = self.consumer.own_pending(10_000) + self.consumer.claim_stale(10_000)
-        self.carry = {"groups_stale": 0, "groups_zero_variance": 0, "groups_set_aside": 0}
         if self.state.policy_version > 0:
             publish_weights(self.redis, run_id, self.state.policy_version, self._weights_key())
 
@@ -146,7 +153,7 @@ class Learner:
                 block=block_ms,
             )
         except redis.ResponseError as exc:
-            if "NOGROUP" not in str(exc):
+            if "NOGROUP" not in str(exc) and "UNBLOCKED" not in str(exc):
                 raise
             # Redis lost the stream (a restart without persistence): recreate the consumer group and go on;
             # complete groups are rebuilt from Postgres by whoever appends them.
@@ -244,7 +251,11 @@ class Learner:
         self._count(collected)
         rollouts = [r for g in collected.trainable for r in g.rollouts]
         batch = TrainingBatch(grpo.with_advantages(rollouts, self.config))
-        result = grpo.grpo_step(self.model, self.optimizer, batch, self.config, self.reference)
+        if self.world_size > 1:
+            broadcast(("step", batch), self.rank)
+        result = grpo.grpo_step(
+            self.model, self.optimizer, batch, self.config, self.reference, rank=0, world_size=self.world_size
+        )
         step, version = self.state.step + 1, self.state.policy_version + 1
         versions = batch.per_loss_token()["policy_version"]
         lag = float((self.state.policy_version - versions).mean()) if len(versions) else 0.0
@@ -317,8 +328,37 @@ class Learner:
             self.commit_drops(collected)
         return None
 
+    def follow(self) -> int:
+        """Ranks > 0: take rank 0's batches step by step until it says stop."""
+        steps = 0
+        while True:
+            kind, batch = broadcast(None, self.rank)
+            if kind == "stop":
+                return steps
+            grpo.grpo_step(
+                self.model,
+                self.optimizer,
+                batch,
+                self.config,
+                self.reference,
+                rank=self.rank,
+                world_size=self.world_size,
+            )
+            self.state.step += 1
+            self.state.policy_version += 1
+            steps += 1
+
     def run(self, max_steps: int | None = None, idle_exit_s: float | None = None) -> int:
         """Train until stopped, ``max_steps`` steps, or ``idle_exit_s`` without a trainable group."""
+        if self.rank > 0:
+            return self.follow()
+        try:
+            return self._lead(max_steps, idle_exit_s)
+        finally:
+            if self.world_size > 1:
+                broadcast(("stop", None), self.rank)
+
+    def _lead(self, max_steps: int | None, idle_exit_s: float | None) -> int:
         signal.signal(signal.SIGTERM, lambda *_: setattr(self, "stopping", True))
         steps = 0
         idle_since = time.monotonic()
