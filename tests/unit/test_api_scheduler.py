@@ -10,7 +10,9 @@ pytestmark = pytest.mark.unit
 
 
 def test_all_tasks_every_step_by_default() -> None:
-    assert step_task_ids(["a", "b", "c"], None, 0) == step_task_ids(["a", "b", "c"], None, 5) == ["a", "b", "c"]
+    assert (
+        step_task_ids(["a", "b", "c"], None, 0) == step_task_ids(["a", "b", "c"], None, 5) == ["a", "b", "c"]
+    )
 
 
 def test_window_walks_round_the_task_list() -> None:
