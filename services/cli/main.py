@@ -33,6 +33,7 @@ BENCH: dict[str, str] = {
     "learner": "services.learner.bench:bench_learner",
     "inference": "services.inference.bench:bench_inference",
     "gateway": "services.gateway.bench:bench_gateway",
+    "providers": "services.gateway.providers.bench:bench_providers",
     "sandbox": "services.grader.bench:bench_sandbox",
 }
 WORKER: dict[str, str] = {
