@@ -4,8 +4,9 @@ Used by the runner (harnesses) and the grader (test runs); neither imports the o
 
 Isolation, when bubblewrap is installed (``ISOLATION_BWRAP``; facts in reference/infra.md §5):
 - ``setpriv`` drops to ``settings.sandbox_uid`` (no groups, no capabilities, no-new-privs) before ``bwrap``
-  creates fresh user, pid, net, mount, ipc, uts and cgroup namespaces. Root inside a user namespace would map
-  to host root and make RLIMIT_NPROC void, hence the unprivileged uid.
+  creates fresh user, pid, net, mount, ipc, uts and cgroup namespaces; nested user namespaces are disabled
+  (``--disable-userns``: no second, capability-holding namespace for a kernel exploit to start from). Root
+  inside a user namespace would map to host root and make RLIMIT_NPROC void, hence the unprivileged uid.
 - Filesystem: /usr, /etc and the sandbox venv read-only (the venv is bound at its host path so its script
   shebangs work); the workspace at ``/workspace`` and HOME at ``/home/sandbox`` are the only writable host
   paths; /tmp is a private, size-capped tmpfs. Nothing else of the host exists inside.
@@ -492,7 +493,7 @@ class Sandbox:
             if home is not None:
                 _chown_tree(Path(home), self.uid)
         cmd = [
-            "bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--hostname", "sandbox",
+            "bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session", "--hostname", "sandbox",
             "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
             "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin", "--ro-bind", "/etc", "/etc",
             "--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmpfs_bytes), "--tmpfs", "/tmp",

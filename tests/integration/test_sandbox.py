@@ -122,10 +122,14 @@ def test_runs_as_unprivileged_uid_in_fresh_namespaces(
         "print(sorted(name for _, name in socket.if_nameindex()))\n"
         "print(len([p for p in os.listdir('/proc') if p.isdigit()]), os.getcwd(), os.environ['HOME'])\n"
         "print(sorted(os.listdir('/')))\n"
+        "import subprocess\n"
+        "nested = subprocess.run(['unshare', '--user', 'true'], capture_output=True)\n"
+        "print('nested userns', 'CREATED' if nested.returncode == 0 else 'refused')\n"
     )
     result = box.run(py(code), _workspace(sandbox_dir), limits=limits)
     assert result.ok, result.stderr
-    ident, nets, procs, root = result.stdout.splitlines()
+    ident, nets, procs, root, userns = result.stdout.splitlines()
+    assert userns == "nested userns refused"
     assert ident == "10001 sandbox 0000000000000000 1"
     assert nets == "['lo']"
     count, cwd, home = procs.split()
