@@ -12,4 +12,5 @@ pytest_plugins = [
     "tests.fixtures.gateway",
     "tests.fixtures.rollouts",
     "tests.fixtures.learner",
+    "tests.fixtures.product",
 ]

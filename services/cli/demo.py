@@ -25,7 +25,7 @@ from services.cli.up import running_suite
 from shared.db import make_engine
 from shared.settings import Settings, get_settings
 
-DEMO_TASKS = ["swe_mini__calc-001", "swe_mini__textutil-001"]
+DEMO_TASKS = ["minstats-1", "durations-2", "textkit-1", "intervals-1"]
 
 
 def _api(settings: Settings, method: str, path: str, body: dict[str, Any] | None = None) -> Any:

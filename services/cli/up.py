@@ -59,7 +59,7 @@ def suite_specs(settings: Settings) -> list[ServiceSpec]:
             ready_timeout_s=300,
         ),
         ServiceSpec(
-            "gateway", _cli("serve", "gateway"), http_ready(f"{base}:{settings.gateway_port}/health")
+            "gateway", _cli("serve", "gateway"), http_ready(f"{base}:{settings.gateway_port}/healthz")
         ),
         ServiceSpec("api", _cli("serve", "api"), http_ready(f"{base}:{settings.api_port}/health")),
         ServiceSpec("runner", _cli("worker", "runner"), log_ready("ready."), ready_timeout_s=120),

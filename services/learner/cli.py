@@ -36,6 +36,7 @@ def learner(run_id: str, max_steps: int | None, idle_exit_s: float | None, consu
     except LearnerError as exc:
         click.echo(f"harnessrl serve learner: {exc}", err=True)
         sys.exit(2)
+    click.echo(f"learner ready: run {run_id}, policy version {worker.state.policy_version}")
     try:
         steps = worker.run(max_steps=max_steps, idle_exit_s=idle_exit_s)
     finally:
