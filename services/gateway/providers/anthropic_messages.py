@@ -36,6 +36,7 @@ API: ProviderApi = "anthropic_messages"
 MESSAGE_ID_PREFIX = "msg_"
 TOOL_CALL_ID_PREFIX = "toolu_"
 
+_TEXT_BLOCKS = frozenset({"text"})
 _HANDLED = {
     "model", "messages", "system", "tools", "tool_choice", "stream", "max_tokens", "temperature", "top_p",
     "stop_sequences",
@@ -100,19 +101,7 @@ def parse(body: Any, *, model: str | None = None, stream: bool | None = None) ->
 
 def _text_of(value: Any, path: str, notes: list[str]) -> str:
     """A string or a list of blocks of which only text counts (``system``, ``tool_result.content``)."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    texts: list[str] = []
-    for i, raw in enumerate(f.require_list(value, path)):
-        block = f.require_object(raw, f"{path}[{i}]")
-        kind = f.require_str(block.get("type"), f"{path}[{i}].type")
-        if kind == "text":
-            texts.append(f.require_str(block.get("text"), f"{path}[{i}].text"))
-        else:
-            notes.append(f"{path}[{i}]: {kind} block dropped")
-    return f.join_parts(texts)
+    return f.text_content(value, path, notes, _TEXT_BLOCKS)
 
 
 def _parse_message(raw: Any, path: str, notes: list[str]) -> list[Message]:

@@ -16,6 +16,7 @@ import platform
 import statistics
 import time
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from typing import Any
 
 import click
@@ -165,41 +166,41 @@ async def _drain_stream(api: str, conversation: Any, completion: Completion) -> 
     return size
 
 
+def measure_api(api: str, repeat: int) -> dict[str, Any]:
+    adapter = ADAPTERS[api]  # type: ignore[index]
+    raw = json.dumps(BODIES[api]()).encode()
+    decoded = json.loads(raw)
+    kwargs = {"model": "policy", "stream": True} if api == "gemini" else {}
+    conversation = adapter.parse(decoded, **kwargs)
+    completion = _reply(api)
+
+    def render_json() -> str:
+        return json.dumps(adapter.render(completion, conversation))
+
+    def stream_once() -> int:
+        return asyncio.run(_drain_stream(api, conversation, completion))
+
+    loads_us = _median_us(partial(json.loads, raw), repeat)
+    parse_us = _median_us(partial(adapter.parse, decoded, **kwargs), repeat)
+    return {
+        "api": api,
+        "body_kb": round(len(raw) / 1024, 1),
+        "messages": len(conversation.messages),
+        "json_loads_us": round(loads_us, 1),
+        "parse_us": round(parse_us, 1),
+        "parse_over_json_loads": round(parse_us / loads_us, 2),
+        "render_us": round(_median_us(render_json, repeat), 1),
+        "stream_us_per_delta": round(_median_us(stream_once, max(3, repeat // 5)) / STREAM_DELTAS, 2),
+        "stream_kb": round(stream_once() / 1024, 1),
+    }
+
+
 def measure(repeat: int) -> dict[str, Any]:
-    rows = []
-    for api, build in BODIES.items():
-        adapter = ADAPTERS[api]  # type: ignore[index]
-        raw = json.dumps(build()).encode()
-        decoded = json.loads(raw)
-        kwargs = {"model": "policy", "stream": True} if api == "gemini" else {}
-        conversation = adapter.parse(decoded, **kwargs)
-        completion = _reply(api)
-        loads_us = _median_us(lambda raw=raw: json.loads(raw), repeat)
-        parse_us = _median_us(lambda a=adapter, d=decoded, k=kwargs: a.parse(d, **k), repeat)
-        render_us = _median_us(
-            lambda a=adapter, c=conversation, r=completion: json.dumps(a.render(r, c)), repeat
-        )
-        stream_repeat = max(3, repeat // 5)
-        stream_us = _median_us(lambda a=api, c=conversation, r=completion: asyncio.run(_drain_stream(a, c, r)),
-                               stream_repeat)  # fmt: skip
-        rows.append(
-            {
-                "api": api,
-                "body_kb": round(len(raw) / 1024, 1),
-                "messages": len(conversation.messages),
-                "json_loads_us": round(loads_us, 1),
-                "parse_us": round(parse_us, 1),
-                "parse_over_json_loads": round(parse_us / loads_us, 2),
-                "render_us": round(render_us, 1),
-                "stream_us_per_delta": round(stream_us / STREAM_DELTAS, 2),
-                "stream_kb": round(asyncio.run(_drain_stream(api, conversation, completion)) / 1024, 1),
-            }
-        )
     return {
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
         "repeat": repeat,
         "stream_deltas": STREAM_DELTAS,
-        "rows": rows,
+        "rows": [measure_api(api, repeat) for api in BODIES],
     }
 
 

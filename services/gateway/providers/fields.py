@@ -251,6 +251,29 @@ def join_parts(texts: list[str]) -> str:
     return PART_SEPARATOR.join(texts)
 
 
+def text_content(value: Any, path: str, notes: list[str], text_types: frozenset[str]) -> str:
+    """Content given as a string or as a list of typed parts/blocks: the text ones joined, the rest noted.
+
+    ``text_types`` names the part types that carry ``text`` (``text``; ``input_text``/``output_text`` …);
+    a ``refusal`` part contributes its ``refusal`` text.
+    """
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    texts: list[str] = []
+    for i, raw in enumerate(require_list(value, path)):
+        part = require_object(raw, f"{path}[{i}]")
+        kind = require_str(part.get("type"), f"{path}[{i}].type")
+        if kind in text_types:
+            texts.append(require_str(part.get("text"), f"{path}[{i}].text"))
+        elif kind == "refusal":
+            texts.append(require_str(part.get("refusal"), f"{path}[{i}].refusal"))
+        else:
+            notes.append(f"{path}[{i}]: {kind} part dropped")
+    return join_parts(texts)
+
+
 def dump_json(value: Any) -> str:
     """Compact JSON for tool results given as objects (Gemini ``functionResponse.response``)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -47,6 +47,7 @@ API: ProviderApi = "openai_chat"
 COMPLETION_ID_PREFIX = "chatcmpl-"
 TOOL_CALL_ID_PREFIX = "call_"
 
+_TEXT_PARTS = frozenset({"text"})
 _HANDLED = {
     "model", "messages", "tools", "functions", "tool_choice", "function_call", "stream", "stream_options",
     "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "n",
@@ -105,7 +106,7 @@ def parse(body: Any, *, model: str | None = None, stream: bool | None = None) ->
 def _parse_message(raw: Any, path: str, notes: list[str]) -> Message:
     item = f.require_object(raw, path)
     role = f.require_str(item.get("role"), f"{path}.role")
-    content = _content_text(item.get("content"), f"{path}.content", notes)
+    content = _content(item.get("content"), f"{path}.content", notes)
     name = f.optional_str(item, "name", f"{path}.") or None
     if role in ("system", "developer"):
         if role == "developer":
@@ -141,22 +142,8 @@ def _parse_message(raw: Any, path: str, notes: list[str]) -> Message:
     raise f.bad(f"{path}.role", "one of system, developer, user, assistant, tool")
 
 
-def _content_text(value: Any, path: str, notes: list[str]) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    texts: list[str] = []
-    for i, raw in enumerate(f.require_list(value, path)):
-        part = f.require_object(raw, f"{path}[{i}]")
-        kind = f.require_str(part.get("type"), f"{path}[{i}].type")
-        if kind == "text":
-            texts.append(f.require_str(part.get("text"), f"{path}[{i}].text"))
-        elif kind == "refusal":
-            texts.append(f.require_str(part.get("refusal"), f"{path}[{i}].refusal"))
-        else:
-            notes.append(f"{path}[{i}]: {kind} part dropped")
-    return f.join_parts(texts)
+def _content(value: Any, path: str, notes: list[str]) -> str:
+    return f.text_content(value, path, notes, _TEXT_PARTS)
 
 
 def _parse_tool_call(raw: Any, path: str, notes: list[str]) -> ToolCall:

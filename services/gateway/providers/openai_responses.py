@@ -53,6 +53,7 @@ API: ProviderApi = "openai_responses"
 RESPONSE_ID_PREFIX = "resp_"
 TOOL_CALL_ID_PREFIX = "call_"
 
+_TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text"})
 _HANDLED = {
     "model", "input", "instructions", "tools", "tool_choice", "stream", "max_output_tokens", "temperature",
     "top_p", "previous_response_id",
@@ -129,7 +130,7 @@ def _fold_item(messages: list[Message], item: dict[str, Any], path: str, notes: 
     kind = f.optional_str(item, "type", f"{path}.", default="message")
     if kind == "message":
         role = f.require_str(item.get("role"), f"{path}.role")
-        text = _content_text(item.get("content"), f"{path}.content", notes)
+        text = _content(item.get("content"), f"{path}.content", notes)
         if role == "assistant":
             turn = _open_assistant(messages)
             turn.content = f.join_parts([turn.content, text]) if turn.content else text
@@ -166,7 +167,7 @@ def _fold_item(messages: list[Message], item: dict[str, Any], path: str, notes: 
         messages.append(
             Message(
                 role="tool",
-                content=_content_text(item.get("output"), f"{path}.output", notes),
+                content=_content(item.get("output"), f"{path}.output", notes),
                 tool_call_id=f.require_str(item.get("call_id"), f"{path}.call_id"),
             )
         )
@@ -174,22 +175,8 @@ def _fold_item(messages: list[Message], item: dict[str, Any], path: str, notes: 
         notes.append(f"{path}: {kind} item dropped")
 
 
-def _content_text(value: Any, path: str, notes: list[str]) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    texts: list[str] = []
-    for i, raw in enumerate(f.require_list(value, path)):
-        part = f.require_object(raw, f"{path}[{i}]")
-        kind = f.require_str(part.get("type"), f"{path}[{i}].type")
-        if kind in ("input_text", "output_text", "text", "summary_text", "reasoning_text"):
-            texts.append(f.require_str(part.get("text"), f"{path}[{i}].text"))
-        elif kind == "refusal":
-            texts.append(f.require_str(part.get("refusal"), f"{path}[{i}].refusal"))
-        else:
-            notes.append(f"{path}[{i}]: {kind} part dropped")
-    return f.join_parts(texts)
+def _content(value: Any, path: str, notes: list[str]) -> str:
+    return f.text_content(value, path, notes, _TEXT_PARTS)
 
 
 def _reasoning_text(item: dict[str, Any], path: str, notes: list[str]) -> str:
@@ -199,8 +186,8 @@ def _reasoning_text(item: dict[str, Any], path: str, notes: list[str]) -> str:
         if ours is not None:
             return ours
         notes.append(f"{path}: foreign encrypted_content not readable; using the summary")
-    content = _content_text(item.get("content"), f"{path}.content", notes)
-    return content or _content_text(item.get("summary"), f"{path}.summary", notes)
+    content = _content(item.get("content"), f"{path}.content", notes)
+    return content or _content(item.get("summary"), f"{path}.summary", notes)
 
 
 def _parse_tool(raw: Any, path: str, notes: list[str]) -> ToolSpec | None:
