@@ -98,3 +98,34 @@ def scripted_gateway(settings, settings_env, tiny_model_dir, data_dir, scripted_
     gateway = start_gateway(settings, settings_env, scripted_policy_server.url, tiny_model_dir, data_dir)
     yield gateway
     stop_process(gateway.proc)
+
+
+@dataclass(frozen=True)
+class SolvableTask:
+    """A bundled task and two scripts for the scripted policy: one reads the file and writes the reference solution
+    through the harness's own tools (Claude Code refuses to overwrite a file it has not read), the other looks
+    around and gives up. Their first steps differ, as the policy's rotation of scripts needs."""
+
+    task: object  # shared.tasks.Task
+    solved_path: str
+    solve_script: list[dict[str, object]]
+    fail_script: list[dict[str, object]]
+
+
+@pytest.fixture(scope="session")
+def solvable_task(tmp_path_factory) -> SolvableTask:  # type: ignore[no-untyped-def]
+    from shared.datasets import load_dataset, reference_patch
+    from shared.tasks import materialize, patch_paths
+
+    task = next(t for t in load_dataset("swe_mini") if t.instance_id == "textkit-1")
+    patch = reference_patch("swe_mini", task.instance_id)
+    [path] = patch_paths(patch)
+    repo = materialize(task, tmp_path_factory.mktemp("solved") / "repo")
+    subprocess.run(["git", "apply", "-"], cwd=repo, input=patch.encode(), check=True)
+    solve = [
+        {"read": path},
+        {"write": {"path": path, "content": (repo / path).read_text()}},
+        {"say": "Fixed."},
+    ]
+    fail = [{"run": "ls"}, {"say": "I could not find the problem."}]
+    return SolvableTask(task, path, solve, fail)

@@ -42,6 +42,7 @@ async def test_served_logprobs_match_transformers_untied(vllm_server: str, tiny_
     async with InferenceClient(vllm_server) as client:
         sampled = await client.complete(PROMPT, max_tokens=48, temperature=1.0, seed=7, ignore_eos=True)
     assert len(sampled.ids) == 48 and sampled.finish_reason == "length"
+    assert sampled.policy_version == 0
     assert max_abs_diff(sampled.logprobs, recompute_logprobs(tiny_model_dir, PROMPT, sampled.ids)) < 1e-5
 
 

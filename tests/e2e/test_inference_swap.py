@@ -23,6 +23,7 @@ from shared.events import get_policy_version, publish_weights
 from shared.inference_client import InferenceClient
 from shared.models import Run, Weight
 from tests.e2e.test_inference_server import PROMPT, max_abs_diff, recompute_logprobs
+from tests.fixtures.model import label_base_version
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 
@@ -90,8 +91,8 @@ def make_updater(url: str, model_dir: Path, store, db, settings, tmp_path: Path)
 
 @pytest.fixture
 async def updater(vllm_server, tiny_model_dir, store, db, settings, tmp_path) -> AsyncIterator[Updater]:  # type: ignore[no-untyped-def]
-    """An updater for the shared server; afterwards the base weights are served again (as a new run's
-    version 1) so other tests see the model they expect."""
+    """An updater for the shared server; afterwards the base weights are served again, labelled version 0,
+    so other tests see the model they expect."""
     up = make_updater(vllm_server, tiny_model_dir, store, db, settings, tmp_path)
     yield up
     with session_scope(db) as session:
@@ -99,6 +100,7 @@ async def updater(vllm_server, tiny_model_dir, store, db, settings, tmp_path) ->
         session.add(Run(id=run_id, model="tiny", harness="shell", group_size=2))
     restore = Publisher(store, db, run_id).publish((tiny_model_dir / "model.safetensors").read_bytes())
     assert (await up.apply(restore)).status == "served"
+    label_base_version(vllm_server)
     await up.close()
 
 

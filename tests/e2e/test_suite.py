@@ -1,0 +1,267 @@
+"""The whole running suite, end to end (issue 7's must-shows).
+
+- ``harnessrl demo`` as a user runs it (a subprocess on settings of its own) completes a real GRPO run: at
+  least three learner steps, each publishing a new policy version that inference serves and later calls carry,
+  every rollout graded, the reward-curve PNG written.
+- Under ``harnessrl up`` (in-process ``running_suite``), SIGKILLing the runner, the grader, the gateway, the api
+  and the learner one at a time, while a run is in flight, is reported as ``SERVICE DOWN: <name> ...`` and the
+  service restarts; the run still completes with every rollout accounted for, nothing duplicated or lost.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, func, select
+
+from shared.db import make_engine
+from shared.models import Call, Chain, Group, Reward, Rollout, Run, Step, Weight
+from tests.fixtures.services import REPO_ROOT
+from tests.fixtures.suite import isolated_suite_settings, suite_env
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+DEMO_STEPS, DEMO_GROUP_SIZE, DEMO_TASKS = 3, 2, 1
+
+
+# --- checks shared by both tests ----------------------------------------------------------------------------
+def assert_run_accounted_for(engine: Engine, run_id: str, steps: int, rollouts_per_step: int) -> None:
+    """Nothing lost, nothing duplicated: every step sampled its rollouts, each rollout is graded (one reward) or
+    failed for good with a reason, each attempt's calls were recorded once, learner steps are contiguous."""
+    with engine.connect() as conn:
+        groups = conn.execute(select(Group.step, Group.status).where(Group.run_id == run_id)).all()
+        rollouts = conn.execute(
+            select(Rollout.id, Rollout.status, Rollout.error, Group.step)
+            .join(Group, Group.id == Rollout.group_id)
+            .where(Rollout.run_id == run_id)
+        ).all()
+        rewards = conn.execute(
+            select(Reward.rollout_id)
+            .join(Rollout, Rollout.id == Reward.rollout_id)
+            .where(Rollout.run_id == run_id)
+        ).scalars()
+        reward_ids = list(rewards)
+        root_chains = dict(
+            conn.execute(
+                select(Chain.rollout_id, func.count())
+                .join(Rollout, Rollout.id == Chain.rollout_id)
+                .where(Rollout.run_id == run_id, Chain.parent_chain_id.is_(None), Chain.fork_reason.is_(None))
+                .group_by(Chain.rollout_id)
+            ).all()
+        )
+        step_numbers = list(
+            conn.execute(select(Step.step).where(Step.run_id == run_id).order_by(Step.step)).scalars()
+        )
+
+    assert sorted({g.step for g in groups}) == list(range(steps)), f"sampling steps: {groups}"
+    assert all(g.status in ("consumed", "failed") for g in groups), f"unfinished groups: {groups}"
+    per_step = {k: sum(1 for r in rollouts if r.step == k) for k in range(steps)}
+    assert per_step == dict.fromkeys(range(steps), rollouts_per_step), f"rollouts per step: {per_step}"
+
+    assert len(reward_ids) == len(set(reward_ids)), "a rollout was rewarded twice"
+    graded = {r.id for r in rollouts if r.status == "graded"}
+    assert set(reward_ids) == graded, "graded rollouts and rewards rows differ"
+    unaccounted = [r for r in rollouts if r.status not in ("graded", "failed")]
+    assert not unaccounted, f"rollouts neither graded nor failed: {unaccounted}"
+    silent_failures = [r for r in rollouts if r.status == "failed" and not r.error]
+    assert not silent_failures, f"rollouts failed without a reason: {silent_failures}"
+    # A redelivered rollout deletes the dead attempt's calls: a rollout never keeps two unforked root chains.
+    duplicated = {rid: n for rid, n in root_chains.items() if n > 1}
+    assert not duplicated, f"rollouts holding calls of more than one attempt: {duplicated}"
+
+    assert step_numbers == list(range(steps)), f"learner steps not contiguous: {step_numbers}"
+
+
+def assert_policy_advanced_each_step(engine: Engine, run_id: str, steps: int) -> None:
+    """Each learner step published exactly one new version, inference served it, and the next sampling step's
+    calls were sampled by it."""
+    with engine.connect() as conn:
+        published = conn.execute(
+            select(Step.step, Step.policy_version).where(Step.run_id == run_id).order_by(Step.step)
+        ).all()
+        weights = dict(
+            conn.execute(select(Weight.version, Weight.status).where(Weight.run_id == run_id)).all()
+        )
+        run_version = conn.execute(select(Run.policy_version).where(Run.id == run_id)).scalar_one()
+        call_versions = conn.execute(
+            select(Group.step, Call.policy_version)
+            .join(Rollout, Rollout.id == Call.rollout_id)
+            .join(Group, Group.id == Rollout.group_id)
+            .where(Rollout.run_id == run_id)
+        ).all()
+
+    assert [(s.step, s.policy_version) for s in published] == [(k, k + 1) for k in range(steps)], (
+        f"learner steps and the versions they published: {published}"
+    )
+    assert run_version == steps
+    assert weights == dict.fromkeys(range(1, steps + 1), "served"), f"weights rows: {weights}"
+    by_step: dict[int, set[int]] = {}
+    for step, version in call_versions:
+        by_step.setdefault(step, set()).add(version)
+    # Sampling step k starts only once version k (trained on step k-1) is served, so all its calls carry k.
+    assert by_step == {k: {k} for k in range(steps)}, (
+        f"policy versions of the calls by sampling step: {by_step}"
+    )
+
+
+# --- 1. the demo command ------------------------------------------------------------------------------------
+def test_demo_command_completes(tiny_model_dir: Path) -> None:
+    with isolated_suite_settings(tiny_model_dir) as settings:
+        started = time.monotonic()
+        demo = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "services.cli.main",
+                "demo",
+                "--steps",
+                str(DEMO_STEPS),
+                "--group-size",
+                str(DEMO_GROUP_SIZE),
+                "--tasks",
+                str(DEMO_TASKS),
+                "--timeout-min",
+                "12",
+            ],
+            env=suite_env(settings),
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=15 * 60,
+        )
+        elapsed = time.monotonic() - started
+        up_log = settings.data_dir / "logs" / "up.log"
+        context = (
+            f"demo exited {demo.returncode} after {elapsed:.0f}s\n--- stdout\n{demo.stdout[-6000:]}\n"
+            f"--- stderr\n{demo.stderr[-3000:]}\n--- up.log\n"
+            + (up_log.read_text(errors="replace")[-6000:] if up_log.exists() else "(none)")
+        )
+        assert demo.returncode == 0, context
+
+        engine = make_engine(settings.database_url)
+        try:
+            with engine.connect() as conn:
+                runs = conn.execute(select(Run.id, Run.status)).all()
+            assert len(runs) == 1 and runs[0].status == "completed", f"runs: {runs}\n{context}"
+            run_id = runs[0].id
+            assert_run_accounted_for(engine, run_id, DEMO_STEPS, DEMO_TASKS * DEMO_GROUP_SIZE)
+            with engine.connect() as conn:
+                statuses = (
+                    conn.execute(select(Rollout.status).where(Rollout.run_id == run_id)).scalars().all()
+                )
+            assert set(statuses) == {"graded"}, f"every demo rollout is graded: {statuses}"
+            assert_policy_advanced_each_step(engine, run_id, DEMO_STEPS)
+        finally:
+            engine.dispose()
+
+        png = settings.data_dir / "demo" / f"{run_id}-reward.png"
+        assert png.exists(), context
+        assert png.read_bytes().startswith(PNG_MAGIC)
+        assert str(png) in " ".join(demo.stdout.split()), "the demo prints the reward-curve path"
+
+
+# --- 2. killing services under `harnessrl up` ---------------------------------------------------------------
+def follow(suite: Any, until: Callable[[], bool], timeout_s: float, what: str) -> None:
+    """Supervise (``suite.tick()``) until ``until()`` holds; fail naming ``what`` and the events so far."""
+    deadline = time.monotonic() + timeout_s
+    while not until():
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"timed out after {timeout_s:.0f}s waiting for {what}; events:\n"
+                + "\n".join(suite.supervisor.events)
+            )
+        suite.tick()
+        time.sleep(1)
+
+
+def kill_and_recover(suite: Any, name: str) -> None:
+    """SIGKILL service ``name`` (its whole process group, as a crash would leave it) and let the supervisor
+    notice and restart it; assert the death was reported and the new process is a different one."""
+    running = suite.supervisor.running[name]
+    old_pid = running.proc.pid
+    os.killpg(old_pid, signal.SIGKILL)
+    running.proc.wait(30)
+    seen = len(suite.supervisor.events)
+    suite.tick()
+    events = suite.supervisor.events[seen:]
+    assert any(
+        e.startswith(f"SERVICE DOWN: {name} exited with signal {signal.SIGKILL.value}") for e in events
+    ), events
+    assert f"{name} restarted; work in flight resumes from Postgres and the queues" in events, events
+    assert suite.supervisor.running[name].proc.pid != old_pid
+    assert suite.supervisor.running[name].proc.poll() is None
+
+
+def test_killed_services_are_reported_and_the_run_resumes(suite: Any) -> None:
+    from services.api.client import ApiClient, default_api_url
+
+    settings = suite.settings
+    steps, group_size = 3, 2
+    engine = make_engine(settings.database_url, pool_size=1)
+    client = ApiClient(default_api_url(settings), settings.api_token, timeout_s=60)
+    try:
+        run = client.create_run(
+            {
+                "name": "kill-test",
+                "model": settings.served_model_name,
+                "harness": "reference",
+                "dataset": "swe_mini",
+                "instance_ids": ["textkit-1"],
+                "groups_per_step": 1,
+                "group_size": group_size,
+                "steps": steps,
+                "grpo": {"learning_rate": 1e-4},
+                "sampling": {"temperature": 1.0, "max_tokens": 128},
+            }
+        )
+        run_id = run["id"]
+        learner = f"learner-{run_id[-6:]}"
+
+        def rollouts_in(*statuses: str) -> int:
+            with engine.connect() as conn:
+                return conn.execute(
+                    select(func.count()).where(Rollout.run_id == run_id, Rollout.status.in_(statuses))
+                ).scalar_one()
+
+        def run_status() -> str:
+            with engine.connect() as conn:
+                return conn.execute(select(Run.status).where(Run.id == run_id)).scalar_one()
+
+        follow(suite, lambda: learner in suite.supervisor.running, 240, "the run's learner to start")
+        # The runner dies while a rollout is running: its task is redelivered and the rollout re-run.
+        follow(suite, lambda: rollouts_in("running") > 0, 120, "a rollout to be running")
+        kill_and_recover(suite, "runner")
+        kill_and_recover(suite, "gateway")
+        kill_and_recover(suite, "api")
+        follow(
+            suite, lambda: rollouts_in("finished", "grading", "graded") > 0, 300, "a rollout to reach grading"
+        )
+        kill_and_recover(suite, "grader")
+        kill_and_recover(suite, learner)
+        follow(
+            suite,
+            lambda: run_status() in ("completed", "failed", "stopped"),
+            600,
+            f"run {run_id} to finish",
+        )
+
+        assert client.get_run(run_id)["status"] == "completed", client.get_run(run_id)
+        assert_run_accounted_for(engine, run_id, steps, group_size)
+        assert_policy_advanced_each_step(engine, run_id, steps)
+        log = (settings.data_dir / "logs" / "up.log").read_text(errors="replace")
+        for name in ("runner", "gateway", "api", "grader", learner):
+            assert f"SERVICE DOWN: {name} exited with signal 9" in log, (
+                f"{name}'s death is in the combined log"
+            )
+    finally:
+        client.close()
+        engine.dispose()
