@@ -520,3 +520,31 @@ def test_gemini_rejects_bad_input() -> None:
         gemini.parse(
             {"contents": [{"parts": [{"text": "x"}]}], "generationConfig": {"candidateCount": 3}}, model="g"
         )
+
+
+@pytest.mark.parametrize(
+    ("schema", "field"),
+    [
+        ({"type": "object", "required": [[]]}, r"required\[0\]"),
+        ({"type": 5}, r"\.type"),
+        ({"type": ["object", 1]}, r"type\[1\]"),
+        ({"properties": []}, r"\.properties"),
+        ({"properties": {"command": "string"}}, r"properties\.command"),
+        ("object", "parameters"),
+    ],
+)
+def test_malformed_tool_schemas_are_400_in_every_adapter(schema: Any, field: str) -> None:
+    bodies = {
+        openai_chat: {"messages": [{"role": "user", "content": "x"}],
+                      "tools": [{"type": "function", "function": {"name": "t", "parameters": schema}}]},
+        openai_responses: {"input": "x", "tools": [{"type": "function", "name": "t", "parameters": schema}]},
+        anthropic_messages: {"messages": [{"role": "user", "content": "x"}],
+                             "tools": [{"name": "t", "input_schema": schema}]},
+        gemini: {"contents": [{"parts": [{"text": "x"}]}],
+                 "tools": [{"functionDeclarations": [{"name": "t", "parameters": schema}]}]},
+    }  # fmt: skip
+    for adapter, body in bodies.items():
+        pattern = field.replace("parameters", "input_schema") if adapter is anthropic_messages else field
+        with pytest.raises(ProviderError, match=pattern) as caught:
+            adapter.parse(body, model="m")
+        assert caught.value.status == 400

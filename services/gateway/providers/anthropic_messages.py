@@ -186,7 +186,7 @@ def _parse_tool(raw: Any, path: str, notes: list[str]) -> ToolSpec | None:
     return ToolSpec(
         name=f.require_str(tool.get("name"), f"{path}.name"),
         description=f.optional_str(tool, "description", f"{path}."),
-        parameters=f.optional_opaque(tool, "input_schema", f"{path}."),
+        parameters=f.tool_schema(tool, "input_schema", f"{path}."),
     )
 
 

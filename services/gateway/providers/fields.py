@@ -82,6 +82,25 @@ def opaque_object(value: Any, path: str) -> dict[str, Any]:
     return obj
 
 
+def tool_schema(body: dict[str, Any], key: str, path: str = "") -> dict[str, Any]:
+    """A tool's parameter schema: depth-checked, and its top level well formed as JSON Schema (``type`` a
+    string or list of strings, ``properties`` an object of objects, ``required`` a list of strings), since chat
+    templates and tool-call parsers read exactly these keys. The vendors refuse such schemas with a 400 too."""
+    schema = optional_opaque(body, key, path)
+    where = f"{path}{key}"
+    kind = schema.get("type")
+    if kind is not None and not isinstance(kind, str):
+        for i, item in enumerate(require_list(kind, f"{where}.type")):
+            require_str(item, f"{where}.type[{i}]")
+    properties = schema.get("properties")
+    if properties is not None:
+        for name, prop in require_object(properties, f"{where}.properties").items():
+            require_object(prop, f"{where}.properties.{name}")
+    for i, name in enumerate(optional_list(schema, "required", f"{where}.")):
+        require_str(name, f"{where}.required[{i}]")
+    return schema
+
+
 def optional_opaque(body: dict[str, Any], key: str, path: str = "") -> dict[str, Any]:
     value = body.get(key)
     return {} if value is None else opaque_object(value, f"{path}{key}")

@@ -232,14 +232,15 @@ def _parse_tool(raw: Any, path: str, notes: list[str]) -> list[ToolSpec]:
     ):
         decl_path = f"{path}.functionDeclarations[{i}]"
         decl = f.require_object(raw_decl, decl_path)
-        parameters = _get(decl, "parametersJsonSchema")
-        if parameters is None:
-            parameters = decl.get("parameters", {})
+        schema_key = (
+            "parametersJsonSchema" if _get(decl, "parametersJsonSchema") is not None else "parameters"
+        )
+        decl = _camel_keys(decl)
         specs.append(
             ToolSpec(
                 name=f.require_str(decl.get("name"), f"{decl_path}.name"),
                 description=f.optional_str(decl, "description", f"{decl_path}."),
-                parameters=_lower_types(f.opaque_object(parameters, f"{decl_path}.parameters")),
+                parameters=_lower_types(f.tool_schema(decl, schema_key, f"{decl_path}.")),
             )
         )
     return specs

@@ -191,7 +191,7 @@ def _function_spec(function: dict[str, Any], path: str) -> ToolSpec:
     return ToolSpec(
         name=f.require_str(function.get("name"), f"{path}name"),
         description=f.optional_str(function, "description", path),
-        parameters=f.optional_opaque(function, "parameters", path),
+        parameters=f.tool_schema(function, "parameters", path),
     )
 
 

@@ -197,7 +197,7 @@ def _parse_tool(raw: Any, path: str, notes: list[str]) -> ToolSpec | None:
         return ToolSpec(
             name=f.require_str(tool.get("name"), f"{path}.name"),
             description=f.optional_str(tool, "description", f"{path}."),
-            parameters=f.optional_opaque(tool, "parameters", f"{path}."),
+            parameters=f.tool_schema(tool, "parameters", f"{path}."),
         )
     if kind == "custom":
         fmt = f.optional_object(tool, "format", f"{path}.") or {"type": "text"}
