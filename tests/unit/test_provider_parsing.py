@@ -242,6 +242,12 @@ def test_responses_render_ids_status_and_custom_tool_call() -> None:
     assert cut["status"] == "incomplete" and cut["incomplete_details"] == {"reason": "max_output_tokens"}
 
 
+def test_responses_context_length_error_names_input() -> None:
+    body = openai_responses.render_error(openai_responses.context_length_error(limit=100, requested=150))
+    assert body["error"]["code"] == "context_length_exceeded" and body["error"]["param"] == "input"
+    assert "maximum context length is 100 tokens" in body["error"]["message"]
+
+
 def test_responses_refuses_server_state_and_bad_items() -> None:
     with pytest.raises(ProviderError, match="previous_response_id"):
         openai_responses.parse({"model": "m", "input": "hi", "previous_response_id": "resp_1"})

@@ -18,7 +18,8 @@ context-overflow error), ``models_list(names) -> dict`` (its model-list body), `
 (an id in the vendor's style: mint tool-call ids with it so they round-trip verbatim) and
 ``stream_content_type(conversation) -> str``. ``anthropic_messages.count_tokens_body(n)`` and
 ``gemini.count_tokens_body(n)`` answer the token-count endpoints. Shared pieces: ``fields`` (typed readers
-of untrusted bodies), ``sse`` (framing and the stream discipline), ``openai_errors`` (both OpenAI APIs).
+of untrusted bodies), ``sse`` (framing and the stream discipline), ``openai_errors`` (both OpenAI APIs);
+``bench`` is ``harnessrl bench providers``.
 """
 
 from __future__ import annotations
