@@ -273,7 +273,8 @@ async def render_stream(
     events: AsyncIterator[StreamEvent], conversation: Conversation
 ) -> AsyncIterator[bytes]:
     """``chat.completion.chunk`` data lines: role, deltas, tool calls (by index), finish, usage, ``[DONE]``."""
-    chunk_id: str | None = None
+    # The chunk id must be known before the first byte; the core's completion id only arrives with Finish.
+    chunk_id = f.random_id(COMPLETION_ID_PREFIX)
     created = int(time.time())
     tool_index = 0
 
@@ -289,8 +290,6 @@ async def render_stream(
             },
         )
 
-    # The chunk id must be known before the first byte; the core's completion id only arrives with Finish.
-    chunk_id = f.random_id(COMPLETION_ID_PREFIX)
     yield chunk({"role": "assistant", "content": ""})
     async for event in settled_events(events):
         if isinstance(event, TextDelta):
