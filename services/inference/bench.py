@@ -110,11 +110,18 @@ async def measure_swaps(
                     if time.perf_counter() - published_at > 120:
                         raise TimeoutError(f"version {version} not served after 120 s")
                 latency_ms = (time.perf_counter() - published_at) * 1000
-                with session_scope(sessions) as session:
-                    row = session.query(Weight).filter_by(run_id=run_id, version=version).one()
-                    pause_ms = row.swap_ms or 0.0
+                while updater.last_outcome is None or updater.last_outcome[0].version != version:
+                    await asyncio.sleep(0.01)  # the outcome is recorded just after generation resumes
+                outcome = updater.last_outcome[1]
                 if version > 1:
-                    results.append({"version": version, "latency_ms": latency_ms, "pause_ms": pause_ms})
+                    results.append(
+                        {
+                            "version": version,
+                            "latency_ms": latency_ms,
+                            "prepare_ms": outcome.prepare_ms or 0.0,
+                            "pause_ms": outcome.swap_ms or 0.0,
+                        }
+                    )
             # leave the server on its own weights again
             restore = f"weights/{run_id}/restore.safetensors"
             keys.append(restore)
@@ -164,7 +171,13 @@ def _table(figures: dict[str, Any]) -> str:
         lines.append(
             f"| swap latency, publish → first new-version response (median of {len(swaps)}) | {statistics.median(latencies):.0f} ms (min {min(latencies):.0f}, max {max(latencies):.0f}) |"
         )
-        lines.append(f"| engine paused during a swap (median) | {statistics.median(pauses):.0f} ms |")
+        prepares = [s["prepare_ms"] for s in swaps]
+        lines.append(
+            f"| of which download + validate + stage, before the pause (median) | {statistics.median(prepares):.0f} ms |"
+        )
+        lines.append(
+            f"| of which generation paused: pause → load → label → resume (median) | {statistics.median(pauses):.0f} ms |"
+        )
     ratio = figures.get("speedup_32_over_1")
     if ratio:
         lines.append(f"| throughput ratio c=32 / c=1 | {ratio:.1f}x |")

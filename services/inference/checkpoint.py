@@ -16,6 +16,7 @@ import json
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 
@@ -30,7 +31,7 @@ class TensorSpec:
     shape: tuple[int, ...]
 
 
-def read_header(blob: bytes | memoryview, source: str = "checkpoint") -> dict[str, dict[str, object]]:
+def read_header(blob: bytes | memoryview, source: str = "checkpoint") -> dict[str, dict[str, Any]]:
     """The safetensors header (tensor name → dtype, shape, data_offsets), checked for internal consistency."""
     if len(blob) < 8:
         raise CheckpointRejected(f"{source} is {len(blob)} bytes, too short to be safetensors")
@@ -93,9 +94,9 @@ def validate_checkpoint(
         raise CheckpointRejected(f"{source}: unexpected tensor(s) {', '.join(unexpected[:5])}")
     for name, spec in sorted(expected.items()):
         entry = header[name]
-        if tuple(entry["shape"]) != spec.shape:  # type: ignore[call-overload]
+        if tuple(entry["shape"]) != spec.shape:
             raise CheckpointRejected(
-                f"{source}: tensor {name!r} has shape {tuple(entry['shape'])}, the served model has {spec.shape}"  # type: ignore[call-overload]
+                f"{source}: tensor {name!r} has shape {tuple(entry['shape'])}, the served model has {spec.shape}"
             )
         if entry["dtype"] != spec.dtype:
             raise CheckpointRejected(

@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -65,7 +66,8 @@ class Published:
 class Outcome:
     status: str  # served | rejected | failed | skipped
     error: str | None = None
-    swap_ms: float | None = None
+    swap_ms: float | None = None  # how long generation was paused
+    prepare_ms: float | None = None  # download + validation + staging, before the pause
 
 
 class Updater:
@@ -87,6 +89,7 @@ class Updater:
         self.work_dir = work_dir
         self.served_by = served_by or self.base_url
         self.served: tuple[str, int] | None = None
+        self.last_outcome: tuple[Published, Outcome] | None = None
         self._http: aiohttp.ClientSession | None = None
 
     @property
@@ -140,6 +143,7 @@ class Updater:
             return Outcome("skipped")
         sha256 = await asyncio.to_thread(self._expected_sha256, published)
         source = f"weights {published.object_key!r} (run {published.run_id}, version {published.version})"
+        started = time.perf_counter()
         try:
             blob = await asyncio.to_thread(self.store.get_bytes, published.object_key)
         except ObjectNotFound:
@@ -154,6 +158,7 @@ class Updater:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         path = self.work_dir / f"incoming-{published.run_id}-{published.version}.safetensors"
         await asyncio.to_thread(path.write_bytes, blob)
+        prepare_ms = (time.perf_counter() - started) * 1000
 
         async def publish_served_version() -> None:
             # Inside the pause: once generation resumes, Redis already names the version being served.
@@ -175,12 +180,13 @@ class Updater:
         log.info("serving run %s version %s (paused %.0f ms)", published.run_id, published.version, swap_ms)
         return await self._finish(
             published,
-            Outcome("served", swap_ms=swap_ms),
+            Outcome("served", swap_ms=swap_ms, prepare_ms=prepare_ms),
             size_bytes=len(blob),
             sha256=sha256 or hashlib.sha256(blob).hexdigest(),
         )
 
     async def _finish(self, published: Published, outcome: Outcome, **fields: object) -> Outcome:
+        self.last_outcome = (published, outcome)
         if outcome.status != "served":
             log.warning(
                 "not serving run %s version %s: %s", published.run_id, published.version, outcome.error
@@ -235,6 +241,6 @@ class Updater:
         finally:
             with contextlib.suppress(Exception):
                 await pubsub.unsubscribe(channel)
-            await pubsub.aclose()
-            await r.aclose()
+            await pubsub.aclose()  # type: ignore[attr-defined]  # redis>=5; the stubs predate it
+            await r.aclose()  # type: ignore[attr-defined]
             await self.close()

@@ -18,7 +18,7 @@ Tied embeddings on CPU: the layerwise reload re-processes only layers that recei
 ``repack_tied_lm_head`` rebuilds it after every reload.
 
 On GPUs the same choreography runs with vLLM's ``nccl`` backend instead (the learner broadcasts tensors to
-the workers over NCCL after ``/init_weight_transfer_engine``; see ``docs/perf/inference.md``); this
+the workers over NCCL after ``/init_weight_transfer_engine``; see ``README.md`` here); this
 file-based backend also works there, since it only uses device-agnostic loading.
 """
 
@@ -44,7 +44,9 @@ BACKEND_NAME = "safetensors_file"
 def repack_tied_lm_head(model: torch.nn.Module, config: Any) -> bool:
     """Rebuild a tied lm_head's prepacked CPU weight from the (reloaded) embedding; True if it did."""
     lm_head = getattr(model, "lm_head", None)
-    if not getattr(config, "tie_word_embeddings", False) or not hasattr(lm_head, "cpu_linear"):
+    if not getattr(config, "tie_word_embeddings", False) or not isinstance(lm_head, torch.nn.Module):
+        return False
+    if not hasattr(lm_head, "cpu_linear"):  # not a CPU-prepacked layer (e.g. on GPU): nothing is stale
         return False
     from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
 

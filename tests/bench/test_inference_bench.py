@@ -8,6 +8,7 @@ import pytest
 
 from services.inference.bench import _table, run_bench
 from shared.inference_client import InferenceClient
+from tests.fixtures.model import label_base_version
 
 pytestmark = [pytest.mark.bench, pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 
@@ -22,8 +23,9 @@ async def test_bench_measures_throughput_and_a_swap_and_restores_the_weights(
     assert [row["tokens"] for row in figures["throughput"]] == [16, 32]
     assert all(row["tokens_per_s"] > 0 for row in figures["throughput"])
     (swap,) = figures["swaps"]
-    assert swap["latency_ms"] >= swap["pause_ms"] > 0
+    assert swap["latency_ms"] >= swap["pause_ms"] > 0 and swap["prepare_ms"] > 0
     assert "tokens/s at concurrency 4" in _table(figures)
     async with InferenceClient(vllm_server) as client:
         after = await client.complete([4088, 10, 20], max_tokens=8, seed=1, ignore_eos=True)
     assert after.ids == before.ids and after.logprobs == pytest.approx(before.logprobs, abs=1e-6)
+    label_base_version(vllm_server)
