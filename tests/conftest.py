@@ -13,4 +13,5 @@ pytest_plugins = [
     "tests.fixtures.rollouts",
     "tests.fixtures.learner",
     "tests.fixtures.product",
+    "tests.fixtures.suite",
 ]
