@@ -38,6 +38,7 @@ TOOL_CALL_ID_PREFIX = "call_"
 JSON_CONTENT_TYPE = "application/json"
 
 _HANDLED = {"contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "model"}
+_HANDLED_CONFIG = {"maxOutputTokens", "temperature", "topP", "stopSequences", "candidateCount"}
 _STATUS_NAMES = {
     400: "INVALID_ARGUMENT",
     401: "UNAUTHENTICATED",
@@ -127,9 +128,6 @@ def parse(body: Any, *, model: str | None = None, stream: bool | None = None) ->
         tool_choice=_parse_tool_choice(body.get("toolConfig")),
         notes=notes + f.ignored_fields_note(body, _HANDLED),
     )
-
-
-_HANDLED_CONFIG = {"maxOutputTokens", "temperature", "topP", "stopSequences", "candidateCount"}
 
 
 def _parts_text(value: Any, path: str, notes: list[str]) -> str:
