@@ -30,6 +30,7 @@ SERVE: dict[str, str] = {
     "inference": "services.inference.serve:serve_inference",
 }
 BENCH: dict[str, str] = {
+    "rollouts": "services.runner.bench:bench_rollouts",
     "learner": "services.learner.bench:bench_learner",
     "inference": "services.inference.bench:bench_inference",
     "gateway": "services.gateway.bench:bench_gateway",
