@@ -58,7 +58,6 @@ _HANDLED = {
     "model", "input", "instructions", "tools", "tool_choice", "stream", "max_output_tokens", "temperature",
     "top_p", "previous_response_id",
 }  # fmt: skip
-_ASSISTANT_ITEM_TYPES = {"reasoning", "function_call", "custom_tool_call"}
 
 
 def new_tool_call_id() -> str:
