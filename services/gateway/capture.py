@@ -166,13 +166,10 @@ async def record_call(
         return Recorded(chain_id, call.id, key)
 
 
-async def record_drift(
-    sessions: async_sessionmaker[AsyncSession], call_id: int, drift: asyncio.Future[bool | None]
-) -> None:
+async def record_drift(sessions: async_sessionmaker[AsyncSession], call_id: int, drifted: bool) -> None:
     """Fill ``calls.retemplate_drift`` once the from-scratch render of a recorded call has finished."""
-    value = await drift
     async with async_session_scope(sessions) as session:
-        await session.execute(update(Call).where(Call.id == call_id).values(retemplate_drift=value))
+        await session.execute(update(Call).where(Call.id == call_id).values(retemplate_drift=drifted))
 
 
 def _put_objects(store: ObjectStore, objects: dict[str, bytes]) -> None:

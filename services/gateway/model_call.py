@@ -33,7 +33,7 @@ from services.gateway.conversation import (
     ProviderError,
     StreamEvent,
 )
-from services.gateway.splice import SplicePlan
+from services.gateway.splice import ChainTip, Retemplate, SplicePlan
 from services.gateway.state import GatewayState
 from services.gateway.toolcalls import ToolCallParser
 from shared import metrics
@@ -104,7 +104,7 @@ class ModelCall:
         self.recorded: Recorded | None = None
         self._upstream: AsyncIterator[SampledChunk] | None = None
         self._first: SampledChunk | None = None
-        self._drift: asyncio.Task[bool | None] | None = None
+        self._drift: asyncio.Task[tuple[bool, Retemplate]] | None = None
         self._labelled_version: int | None = None
 
     def mark_first_byte(self) -> None:
@@ -199,9 +199,12 @@ class ModelCall:
         assert plan is not None
         # The drift check must not delay the reply: if the from-scratch render is still running, the row is
         # written with NULL and updated when it finishes.
-        drift, pending_drift = None, self._drift
+        drift: bool | None = None
+        rendered: Retemplate | None = None
+        pending_drift = self._drift
         if pending_drift is not None and pending_drift.done():
-            drift = None if pending_drift.cancelled() else pending_drift.result()
+            if not pending_drift.cancelled():
+                drift, rendered = pending_drift.result()
             pending_drift = None
         self._drift = None
         policy_version, version_source = await self._policy_version()
@@ -244,7 +247,7 @@ class ModelCall:
                 raise ProviderError(
                     503, f"the gateway could not record this call: {exc}", "api_error"
                 ) from exc
-            state.splicer.commit(
+            tip = state.splicer.commit(
                 rollout_id,
                 plan,
                 self.conversation,
@@ -253,14 +256,23 @@ class ModelCall:
                 self.recorded.chain_id,
                 self.recorded.call_id,
             )
+            if rendered is not None:
+                tip.retemplate = rendered
         self.plan = plan
         if pending_drift is not None:
-            state.track(record_drift(state.sessions, self.recorded.call_id, pending_drift))
+            state.track(self._late_drift(tip, self.recorded.call_id, pending_drift))
         metrics.CALLS_CAPTURED.labels(self.adapter.API, completion.finish_reason).inc()
         if plan.fork_reason:
             metrics.FORKS.labels(self.rollout.harness, plan.fork_reason).inc()
         if timings.first_byte is not None:
             metrics.CALL_TTFB_SECONDS.labels(self.adapter.API).observe(timings.first_byte - timings.arrived)
+
+    async def _late_drift(
+        self, tip: ChainTip, call_id: int, pending: asyncio.Task[tuple[bool, Retemplate]]
+    ) -> None:
+        drifted, rendered = await pending
+        tip.retemplate = rendered
+        await record_drift(self.state.sessions, call_id, drifted)
 
     async def _policy_version(self) -> tuple[int, str]:
         """The version that sampled this call: the engine's own label when it gave one (exact), else the

@@ -27,7 +27,8 @@ Rules (DESIGN §2), applied to a new call with messages ``M`` and tools ``T``, m
    The first call of a rollout starts the root chain (no reason).
 3. **Retemplate mode** renders every prompt from scratch; a call still extends a chain only where the token prefix
    matches (``prompt_ids[:len(tip.ids)] == tip.ids``), else it forks with ``edited_history``. In splice mode
-   ``drift`` (the rendered-from-scratch ids differ from the spliced ones) is measured per call.
+   ``drift`` (the rendered-from-scratch ids differ from the spliced ones) is measured per call; the from-scratch
+   render is tokenized incrementally against the previous call's (``Splicer.retemplate``).
 4. Two calls racing to extend the same tip: the first to commit extends it; the other becomes a ``retry`` fork with
    its full prompt as the new chain's first segment (the ids the model saw are kept either way).
 """
@@ -61,6 +62,16 @@ class ChainTip:
     prompt_ids: list[int]
     ids: list[int]
     closed: bool
+    retemplate: Retemplate | None = None
+    """The from-scratch render of this call's prompt, once known (makes the next drift check incremental)."""
+
+
+@dataclass(frozen=True)
+class Retemplate:
+    """A conversation rendered from scratch: the template's text and its ids."""
+
+    text: str
+    ids: list[int]
 
 
 @dataclass
@@ -76,6 +87,8 @@ class SplicePlan:
     position: int
     parent_call_id: int | None = None
     """The call this one follows: the extended tip's call, or for a fork the rollout's newest call."""
+    rendered: Retemplate | None = None
+    """Set when ``prompt_ids`` is itself a from-scratch render (nothing can drift)."""
 
 
 @dataclass
@@ -165,8 +178,8 @@ class Splicer:
                     return plan
                 break
         if not tips:
-            full = self.chat_format.render_prompt(conversation)
-            return SplicePlan(full, full, None, None, None, 0)
+            rendered = self._render(conversation)
+            return SplicePlan(rendered.ids, rendered.ids, None, None, None, 0, rendered=rendered)
         newest = tips[-1]
         reason = fork_reason(conversation, newest)
         same_prompt = [message_key(m) for m in conversation.messages] == [
@@ -174,17 +187,28 @@ class Splicer:
         ]
         if reason == "retry" and same_prompt and self.mode == "splice":
             full = list(newest.prompt_ids)
-        else:
-            full = self.chat_format.render_prompt(conversation)
-        return SplicePlan(full, full, None, reason, newest.chain_id, 0, newest.call_id)
+            return SplicePlan(full, full, None, reason, newest.chain_id, 0, newest.call_id)
+        rendered = self._render(conversation)
+        return SplicePlan(
+            rendered.ids, rendered.ids, None, reason, newest.chain_id, 0, newest.call_id, rendered=rendered
+        )
+
+    def _render(self, conversation: Conversation) -> Retemplate:
+        text = self.chat_format.render_text(
+            conversation.messages, conversation.tools, add_generation_prompt=True
+        )
+        return Retemplate(text, self.chat_format.encode(text))
 
     def _extend(self, conversation: Conversation, tip: ChainTip) -> SplicePlan | None:
         closing = [] if tip.closed else list(self.chat_format.closing_ids)
         if self.mode == "retemplate":
-            full = self.chat_format.render_prompt(conversation)
+            rendered = self.retemplate(conversation, tip)
+            full = rendered.ids
             if full[: len(tip.ids)] != tip.ids:
                 return None
-            return SplicePlan(full, full[len(tip.ids) :], tip, None, None, tip.position + 1, tip.call_id)
+            return SplicePlan(
+                full, full[len(tip.ids) :], tip, None, None, tip.position + 1, tip.call_id, rendered=rendered
+            )
         closed_turns = self.chat_format.count_end_of_turn(tip.ids) + len(closing)
         suffix = self.chat_format.render_suffix(conversation, closed_turns)
         segment = closing + suffix
@@ -218,6 +242,7 @@ class Splicer:
             prompt_ids=plan.prompt_ids,
             ids=plan.prompt_ids + sampled_ids,
             closed=self.chat_format.closes_turn(sampled_ids),
+            retemplate=plan.rendered,
         )
         tips.append(tip)
         return tip
@@ -227,6 +252,34 @@ class Splicer:
         parent = plan.extends.chain_id if plan.extends else plan.parent_chain_id
         return SplicePlan(plan.prompt_ids, plan.prompt_ids, None, "retry", parent, 0, plan.parent_call_id)
 
-    def drift(self, conversation: Conversation, plan: SplicePlan) -> bool:
-        """Whether rendering from scratch would have given other prompt ids than the ones the model saw."""
-        return self.chat_format.render_prompt(conversation) != plan.prompt_ids
+    def retemplate(self, conversation: Conversation, base: ChainTip | None) -> Retemplate:
+        """The from-scratch render of ``conversation``, tokenized incrementally where it extends ``base``'s.
+
+        Where the new text starts with the base render up to its last end-of-turn token, only the text after
+        that special token is tokenized (the same boundary argument as the splice's suffix), so a chain's drift
+        checks cost O(new text) per call instead of O(whole prompt)."""
+        text = self.chat_format.render_text(
+            conversation.messages, conversation.tools, add_generation_prompt=True
+        )
+        previous = base.retemplate if base is not None else None
+        end = self.chat_format.end_of_turn
+        if previous is not None and (cut := previous.text.rfind(end)) >= 0:
+            cut += len(end)
+            if text.startswith(previous.text[:cut]):
+                turns = previous.text[:cut].count(end)
+                seen = 0
+                for index, token in enumerate(previous.ids):
+                    seen += token == self.chat_format.end_of_turn_id
+                    if seen == turns:
+                        return Retemplate(
+                            text, previous.ids[: index + 1] + self.chat_format.encode(text[cut:])
+                        )
+        return Retemplate(text, self.chat_format.encode(text))
+
+    def drift(self, conversation: Conversation, plan: SplicePlan) -> tuple[bool, Retemplate]:
+        """Whether rendering from scratch would have given other prompt ids than the ones the model saw, and
+        that render (kept on the new tip for the next check)."""
+        if plan.rendered is not None:
+            return False, plan.rendered
+        rendered = self.retemplate(conversation, plan.extends)
+        return rendered.ids != plan.prompt_ids, rendered

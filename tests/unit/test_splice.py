@@ -83,6 +83,25 @@ def test_every_prompt_is_previous_prompt_plus_sampled_plus_suffix(chat_format: C
         messages = messages + [echo, Message("tool", f"ok {turn}", tool_call_id="other_id")]
 
 
+def test_incremental_retemplate_equals_a_full_render(chat_format: ChatFormat) -> None:
+    """The drift check tokenizes only what is new since the previous call's render; it must equal a full one."""
+    driver = Driver(chat_format)
+    messages = [SYSTEM, TASK]
+    for turn in range(4):
+        conversation = conv(messages)
+        plan = driver.splicer.plan("ro", conversation)
+        _, rendered = driver.splicer.drift(conversation, plan)
+        assert rendered.ids == chat_format.render_prompt(conversation)
+        plan_after, _ = driver.call(conversation, bash_reply(f"echo {turn} é"))
+        driver.splicer.tips("ro")[-1].retemplate = rendered
+        echo = Message("assistant", "", [ToolCall("x", "bash", {"command": f"echo {turn} é"})])
+        messages = messages + [
+            echo,
+            Message("tool", f"out {turn}\n", tool_call_id="x"),
+            Message("user", "next"),
+        ]
+
+
 def test_cut_reply_gets_closing_tokens(chat_format: ChatFormat) -> None:
     driver = Driver(chat_format)
     first, sampled = driver.call(conv([SYSTEM, TASK]), Message("assistant", "I will think about"), cut=True)
@@ -98,7 +117,8 @@ def test_no_drift_when_rendering_matches(chat_format: ChatFormat) -> None:
     driver.call(conv([SYSTEM, TASK]), Message("assistant", "hello"))
     conversation = conv([SYSTEM, TASK, Message("assistant", "hello"), Message("user", "again")])
     plan = driver.splicer.plan("ro", conversation)
-    assert not driver.splicer.drift(conversation, plan)
+    drifted, rendered = driver.splicer.drift(conversation, plan)
+    assert not drifted and rendered.ids == chat_format.render_prompt(conversation)
 
 
 def test_drift_when_the_model_formats_differently_from_the_template(chat_format: ChatFormat) -> None:
@@ -115,7 +135,8 @@ def test_drift_when_the_model_formats_differently_from_the_template(chat_format:
     conversation = conv([SYSTEM, TASK, reply, Message("tool", "x", tool_call_id="call_1")])
     plan = driver.splicer.plan("ro", conversation)
     assert plan.extends is not None
-    assert driver.splicer.drift(conversation, plan)
+    drifted, rendered = driver.splicer.drift(conversation, plan)
+    assert drifted and rendered.ids == chat_format.render_prompt(conversation)
 
 
 def test_retemplate_mode_forks_where_tokens_disagree(chat_format: ChatFormat) -> None:
