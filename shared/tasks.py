@@ -10,7 +10,7 @@ Repository sources (``source.kind``):
   (fixed author, committer and dates, no user or system git config), so the same files always give the same
   ``base_commit``. Bundled datasets use this. A relative path is resolved against the task file's folder.
 - ``git``: a git URL or path (``file://``, a local path, or any URL git can reach); checked out at
-  ``base_commit``.
+  ``base_commit``. A row without ``source`` (a plain SWE-bench row) gets ``https://github.com/<repo>.git``.
 - ``store``: a ``.tar.gz`` in the object store (``tasks/<dataset>/<instance_id>.tar.gz``); either a repository
   (with ``.git``) or plain files committed deterministically like ``dir``.
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -116,11 +117,22 @@ class Task(BaseModel):
     protected_paths: list[str] = Field(
         default_factory=list, description="Paths restored to base_commit before grading (e.g. 'tests')."
     )
-    # SWE-bench columns we carry but do not use.
+    # SWE-bench columns we carry but do not use. ``patch`` is SWE-bench's gold solution: kept for evaluation
+    # tooling, never given to an agent (the runner hands over ``problem_statement`` only).
+    patch: str = ""
     hints_text: str = ""
     version: str = ""
     created_at: str = ""
     environment_setup_commit: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_source(cls, data: Any) -> Any:
+        # A SWE-bench row names only ``repo`` ("owner/name"): clone it from GitHub unless a source is given.
+        is_plain_row = isinstance(data, dict) and "source" not in data and isinstance(data.get("repo"), str)
+        if is_plain_row and re.fullmatch(r"[\w.-]+/[\w.-]+", data["repo"]):
+            return {**data, "source": {"kind": "git", "url": f"https://github.com/{data['repo']}.git"}}
+        return data
 
     @field_validator("FAIL_TO_PASS", "PASS_TO_PASS", mode="before")
     @classmethod

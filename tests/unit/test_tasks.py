@@ -110,6 +110,29 @@ def test_swe_bench_json_encoded_test_lists_are_accepted() -> None:
     assert task.FAIL_TO_PASS == ["a.py::t1"] and task.PASS_TO_PASS == ["a.py::t2"]
 
 
+def test_a_plain_swe_bench_row_loads_with_a_github_source() -> None:
+    row = {
+        "repo": "astropy/astropy",
+        "instance_id": "astropy__astropy-12907",
+        "base_commit": "d16bfe05a744909de4b27f5875fe0d4ed41ce607",
+        "patch": "diff --git a/x b/x\n",
+        "test_patch": "diff --git a/t b/t\n",
+        "problem_statement": "Modeling's separability_matrix does not compute separability correctly",
+        "hints_text": "",
+        "created_at": "2022-03-03T15:14:54Z",
+        "version": "4.3",
+        "FAIL_TO_PASS": '["astropy/modeling/tests/test_separable.py::test_separable[compound_model6-result6]"]',
+        "PASS_TO_PASS": '["astropy/modeling/tests/test_separable.py::test_coord_matrix"]',
+        "environment_setup_commit": "298ccb478e6bf092953bca67a3d29dc6c35f6752",
+    }
+    task = Task.model_validate(row)
+    assert task.source == GitSource(kind="git", url="https://github.com/astropy/astropy.git")
+    assert task.FAIL_TO_PASS == [
+        "astropy/modeling/tests/test_separable.py::test_separable[compound_model6-result6]"
+    ]
+    assert task.test_patch_paths() == [] and task.patch.startswith("diff --git")
+
+
 def test_dump_and_load_round_trip(tmp_path: Path) -> None:
     task = Task.model_validate(_task_dict(source={"kind": "git", "url": "file:///srv/x.git"}))
     path = tmp_path / "round.jsonl"
