@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import redis
@@ -116,7 +116,7 @@ class Learner:
         np.random.seed(self.config.seed)
         self.model = load_policy(self.model_dir)
         self.model.train()
-        self.vocab_size = int(self.model.config.vocab_size)
+        self.vocab_size = int(cast(Any, self.model).config.vocab_size)
         self.optimizer = grpo.make_optimizer(self.model, self.config)
         self.reference = load_policy(self.model_dir).eval() if self.config.kl_coef else None
         self.state = LearnerState()

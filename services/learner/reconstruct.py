@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -48,10 +49,13 @@ class Targets:
     canonical: IntArray
 
     @staticmethod
+    def empty() -> Targets:
+        return Targets(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+    @staticmethod
     def concat(parts: list[Targets]) -> Targets:
         if not parts:
-            empty = np.zeros(0, np.int64)
-            return Targets(empty, empty, empty)
+            return Targets.empty()
         return Targets(
             *(np.concatenate([getattr(p, f) for p in parts]) for f in Targets.__dataclass_fields__)
         )
@@ -77,7 +81,7 @@ class Segment:
     start_depth: int
     parent: int | None
     children: list[int] = field(default_factory=list)
-    targets: Targets | None = None
+    targets: Targets = field(default_factory=Targets.empty)
 
 
 @dataclass
@@ -318,7 +322,7 @@ def _run_sequence(
 
 
 def _run_pack(model: torch.nn.Module, pack: TriePack, sink: _Sink, token_loss: TokenLoss | None, amp) -> None:  # type: ignore[no-untyped-def]
-    n_layers = int(model.config.num_hidden_layers)  # type: ignore[union-attr]
+    n_layers = int(cast(Any, model).config.num_hidden_layers)
     training = token_loss is not None
 
     def run(index: int, ancestors: list[list[KV]]) -> None:
@@ -333,7 +337,6 @@ def _run_pack(model: torch.nn.Module, pack: TriePack, sink: _Sink, token_loss: T
         )
         for child in segment.children:
             run(child, [ancestors[layer] + [exposed[layer]] for layer in range(n_layers)])
-        assert segment.targets is not None
         with amp():
             logprobs = _target_logprobs(model, hidden, segment.targets)
         canonical = sink.put(segment.targets, logprobs)

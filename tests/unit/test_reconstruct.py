@@ -123,5 +123,5 @@ def test_chain_that_is_a_prefix_of_another() -> None:
     batch2 = TrainingBatch([Rollout(r.rollout_id, r.group_id, r.reward, r.chains) for r in rollouts])
     pack = reconstruct.plan(batch2, "trie")[0]
     assert pack.n_tokens == reconstruct.trie_lower_bound(batch)
-    canonical = np.concatenate([s.targets.canonical for s in pack.segments if s.targets is not None])
+    canonical = np.concatenate([s.targets.canonical for s in pack.segments])
     assert sorted(canonical.tolist()) == list(range(batch2.n_loss_tokens))
