@@ -34,9 +34,10 @@ DEMO_STEPS, DEMO_GROUP_SIZE, DEMO_TASKS = 3, 2, 1
 
 
 # --- checks shared by both tests ----------------------------------------------------------------------------
-def assert_run_accounted_for(engine: Engine, run_id: str, steps: int, rollouts_per_step: int) -> None:
+def run_accounting_problems(engine: Engine, run_id: str, steps: int, rollouts_per_step: int) -> list[str]:
     """Nothing lost, nothing duplicated: every step sampled its rollouts, each rollout is graded (one reward) or
-    failed for good with a reason, each attempt's calls were recorded once, learner steps are contiguous."""
+    failed for good with a reason, each attempt's calls were recorded once, learner steps are contiguous.
+    Returns what is wrong (empty when all holds), so a failing test names every problem at once."""
     with engine.connect() as conn:
         groups = conn.execute(select(Group.step, Group.status).where(Group.run_id == run_id)).all()
         rollouts = conn.execute(
@@ -62,28 +63,37 @@ def assert_run_accounted_for(engine: Engine, run_id: str, steps: int, rollouts_p
             conn.execute(select(Step.step).where(Step.run_id == run_id).order_by(Step.step)).scalars()
         )
 
-    assert sorted({g.step for g in groups}) == list(range(steps)), f"sampling steps: {groups}"
-    assert all(g.status in ("consumed", "failed") for g in groups), f"unfinished groups: {groups}"
+    problems = []
+    if sorted({g.step for g in groups}) != list(range(steps)):
+        problems.append(f"sampling steps: {groups}")
+    if any(g.status not in ("consumed", "failed") for g in groups):
+        problems.append(f"unfinished groups: {groups}")
     per_step = {k: sum(1 for r in rollouts if r.step == k) for k in range(steps)}
-    assert per_step == dict.fromkeys(range(steps), rollouts_per_step), f"rollouts per step: {per_step}"
-
-    assert len(reward_ids) == len(set(reward_ids)), "a rollout was rewarded twice"
+    if per_step != dict.fromkeys(range(steps), rollouts_per_step):
+        problems.append(f"rollouts per step: {per_step}")
+    if len(reward_ids) != len(set(reward_ids)):
+        problems.append("a rollout was rewarded twice")
     graded = {r.id for r in rollouts if r.status == "graded"}
-    assert set(reward_ids) == graded, "graded rollouts and rewards rows differ"
+    if set(reward_ids) != graded:
+        problems.append(f"graded rollouts {sorted(graded)} and rewards rows {sorted(reward_ids)} differ")
     unaccounted = [r for r in rollouts if r.status not in ("graded", "failed")]
-    assert not unaccounted, f"rollouts neither graded nor failed: {unaccounted}"
+    if unaccounted:
+        problems.append(f"rollouts neither graded nor failed: {unaccounted}")
     silent_failures = [r for r in rollouts if r.status == "failed" and not r.error]
-    assert not silent_failures, f"rollouts failed without a reason: {silent_failures}"
+    if silent_failures:
+        problems.append(f"rollouts failed without a reason: {silent_failures}")
     # A redelivered rollout deletes the dead attempt's calls: a rollout never keeps two unforked root chains.
     duplicated = {rid: n for rid, n in root_chains.items() if n > 1}
-    assert not duplicated, f"rollouts holding calls of more than one attempt: {duplicated}"
+    if duplicated:
+        problems.append(f"rollouts holding calls of more than one attempt: {duplicated}")
+    if step_numbers != list(range(steps)):
+        problems.append(f"learner steps are {step_numbers}, expected {list(range(steps))}")
+    return problems
 
-    assert step_numbers == list(range(steps)), f"learner steps not contiguous: {step_numbers}"
 
-
-def assert_policy_advanced_each_step(engine: Engine, run_id: str, steps: int) -> None:
+def policy_advance_problems(engine: Engine, run_id: str, steps: int) -> list[str]:
     """Each learner step published exactly one new version, inference served it, and the next sampling step's
-    calls were sampled by it."""
+    calls were sampled by it. Returns what is wrong (empty when all holds)."""
     with engine.connect() as conn:
         published = conn.execute(
             select(Step.step, Step.policy_version).where(Step.run_id == run_id).order_by(Step.step)
@@ -99,18 +109,20 @@ def assert_policy_advanced_each_step(engine: Engine, run_id: str, steps: int) ->
             .where(Rollout.run_id == run_id)
         ).all()
 
-    assert [(s.step, s.policy_version) for s in published] == [(k, k + 1) for k in range(steps)], (
-        f"learner steps and the versions they published: {published}"
-    )
-    assert run_version == steps
-    assert weights == dict.fromkeys(range(1, steps + 1), "served"), f"weights rows: {weights}"
+    problems = []
+    if [(s.step, s.policy_version) for s in published] != [(k, k + 1) for k in range(steps)]:
+        problems.append(f"learner steps and the versions they published: {published}")
+    if run_version != steps:
+        problems.append(f"the run's policy version is {run_version}, expected {steps}")
+    if weights != dict.fromkeys(range(1, steps + 1), "served"):
+        problems.append(f"weights rows (version: status): {weights}")
     by_step: dict[int, set[int]] = {}
     for step, version in call_versions:
         by_step.setdefault(step, set()).add(version)
     # Sampling step k starts only once version k (trained on step k-1) is served, so all its calls carry k.
-    assert by_step == {k: {k} for k in range(steps)}, (
-        f"policy versions of the calls by sampling step: {by_step}"
-    )
+    if by_step != {k: {k} for k in range(steps)}:
+        problems.append(f"policy versions of the calls by sampling step: {by_step}")
+    return problems
 
 
 # --- 1. the demo command ------------------------------------------------------------------------------------
@@ -132,7 +144,7 @@ def test_demo_command_completes(tiny_model_dir: Path) -> None:
                 "--timeout-min",
                 "12",
             ],
-            env=suite_env(settings),
+            env=suite_env(settings) | {"COLUMNS": "250"},  # rich wraps at 80 columns when not on a terminal
             cwd=REPO_ROOT,
             capture_output=True,
             text=True,
@@ -153,20 +165,23 @@ def test_demo_command_completes(tiny_model_dir: Path) -> None:
                 runs = conn.execute(select(Run.id, Run.status)).all()
             assert len(runs) == 1 and runs[0].status == "completed", f"runs: {runs}\n{context}"
             run_id = runs[0].id
-            assert_run_accounted_for(engine, run_id, DEMO_STEPS, DEMO_TASKS * DEMO_GROUP_SIZE)
+            problems = run_accounting_problems(engine, run_id, DEMO_STEPS, DEMO_TASKS * DEMO_GROUP_SIZE)
+            problems += policy_advance_problems(engine, run_id, DEMO_STEPS)
             with engine.connect() as conn:
                 statuses = (
                     conn.execute(select(Rollout.status).where(Rollout.run_id == run_id)).scalars().all()
                 )
-            assert set(statuses) == {"graded"}, f"every demo rollout is graded: {statuses}"
-            assert_policy_advanced_each_step(engine, run_id, DEMO_STEPS)
         finally:
             engine.dispose()
+        if set(statuses) != {"graded"}:
+            problems.append(f"every demo rollout is graded, but their statuses are {statuses}")
 
         png = settings.data_dir / "demo" / f"{run_id}-reward.png"
-        assert png.exists(), context
-        assert png.read_bytes().startswith(PNG_MAGIC)
-        assert str(png) in " ".join(demo.stdout.split()), "the demo prints the reward-curve path"
+        if not png.exists() or not png.read_bytes().startswith(PNG_MAGIC):
+            problems.append(f"no reward-curve PNG at {png}")
+        if str(png) not in demo.stdout:
+            problems.append("the demo does not print the reward-curve path")
+        assert not problems, "\n".join(problems) + "\n" + context
 
 
 # --- 2. killing services under `harnessrl up` ---------------------------------------------------------------
@@ -255,8 +270,9 @@ def test_killed_services_are_reported_and_the_run_resumes(suite: Any) -> None:
         )
 
         assert client.get_run(run_id)["status"] == "completed", client.get_run(run_id)
-        assert_run_accounted_for(engine, run_id, steps, group_size)
-        assert_policy_advanced_each_step(engine, run_id, steps)
+        problems = run_accounting_problems(engine, run_id, steps, group_size)
+        problems += policy_advance_problems(engine, run_id, steps)
+        assert not problems, "\n".join(problems)
         log = (settings.data_dir / "logs" / "up.log").read_text(errors="replace")
         for name in ("runner", "gateway", "api", "grader", learner):
             assert f"SERVICE DOWN: {name} exited with signal 9" in log, (
