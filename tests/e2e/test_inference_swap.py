@@ -130,6 +130,24 @@ async def test_swap_serves_exact_logprobs_untied(
     assert max_abs_diff(sampled.logprobs, recompute_logprobs(tiny_model_dir, PROMPT, sampled.ids)) > 1e-3
 
 
+async def test_updater_catches_up_on_a_version_published_while_it_was_down(
+    updater: Updater, publisher: Publisher, vllm_server: str, tiny_model_dir: Path, redis_client
+) -> None:  # type: ignore[no-untyped-def]
+    missed = publisher.publish(save(perturbed(tiny_model_dir, seed=41)))  # no channel message reaches anyone
+    stop = asyncio.Event()
+    task = asyncio.create_task(updater.run(stop))
+    for _ in range(600):
+        if updater.served == (publisher.run_id, missed.version):
+            break
+        await asyncio.sleep(0.1)
+    stop.set()
+    await task
+    assert publisher.row(missed.version).status == "served"
+    assert get_policy_version(redis_client) == missed.version
+    async with InferenceClient(vllm_server) as client:
+        assert (await client.complete(PROMPT, max_tokens=2)).policy_version == missed.version
+
+
 def _bad_checkpoints(model_dir: Path) -> Iterator[tuple[str, bytes | None, str | None, str]]:
     """(case, blob or None for an absent object, published sha256, expected words in the row's error)."""
     base = load_file(str(model_dir / "model.safetensors"))
