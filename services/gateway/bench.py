@@ -59,7 +59,7 @@ def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 90.0)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise click.ClickException(f"{proc.args} exited with {proc.returncode}")
+            raise click.ClickException(f"{proc.args!r} exited with {proc.returncode}")
         with contextlib.suppress(Exception):
             urllib.request.urlopen(url, timeout=1)
             return

@@ -101,7 +101,9 @@ class ChatFormat:
         if not end_of_turn:
             raise ChatFormatError(f"the tokenizer in {model_dir} names no eos (end-of-turn) token")
         end_of_turn_id = tokenizer.convert_tokens_to_ids(end_of_turn)
-        fmt = cls(tokenizer, end_of_turn, int(end_of_turn_id), [int(end_of_turn_id)], model_dir)
+        if not isinstance(end_of_turn_id, int):
+            raise ChatFormatError(f"the eos token {end_of_turn!r} is not one token in {model_dir}")
+        fmt = cls(tokenizer, end_of_turn, end_of_turn_id, [end_of_turn_id], model_dir)
         fmt._check_end_of_turn()
         return fmt
 

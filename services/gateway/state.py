@@ -101,5 +101,5 @@ async def open_state(
         if state.background:
             await asyncio.wait(state.background, timeout=30)
         await http.close()
-        await redis_client.aclose()
+        await redis_client.aclose()  # type: ignore[attr-defined]  # redis>=5 has it; the stubs lag
         await engine.dispose()
