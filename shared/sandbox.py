@@ -62,6 +62,8 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 ISOLATION_BWRAP = "bwrap(uid={uid}; ns=user,pid,net,mount,ipc,uts,cgroup; rlimits=cpu,as,fsize,nproc,nofile)"
 CGROUP_SUFFIX = "; cgroup=pids,memory"
 CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
+CGROUP_PREFIX = "harnessrl-sandbox-"
+STALE_CGROUP_AGE_S = 120.0
 # With a pids cgroup per sandbox, RLIMIT_NPROC (counted per uid, across every sandbox running as that uid) is
 # only a backstop; this factor keeps one sandbox's fork bomb from starving the others.
 NPROC_BACKSTOP_FACTOR = 16
@@ -282,7 +284,7 @@ class _SandboxCgroups:
     CONTROLLERS = ("pids", "memory")
 
     def __init__(self, limits: SandboxLimits) -> None:
-        name = f"harnessrl-sandbox-{secrets.token_hex(6)}"
+        name = f"{CGROUP_PREFIX}{secrets.token_hex(6)}"
         self.dirs: dict[str, Path] = {}
         try:
             for controller in self.CONTROLLERS:
@@ -353,6 +355,24 @@ def _remove_pending_cgroups() -> None:
     _SandboxCgroups._remove_when_empty(sorted(_PENDING_CGROUPS), 2.0)
 
 
+def _sweep_stale_cgroups() -> int:
+    """Remove empty sandbox cgroups left by a worker that was killed mid-run (nobody else removes them); an
+    age threshold keeps a sandbox being set up right now by another worker out of reach."""
+    removed = 0
+    for controller in _SandboxCgroups.CONTROLLERS:
+        parent = _own_cgroup_v1(controller)
+        if parent is None:
+            continue
+        for directory in parent.glob(f"{CGROUP_PREFIX}*"):
+            with contextlib.suppress(OSError):
+                if time.time() - directory.stat().st_mtime < STALE_CGROUP_AGE_S:
+                    continue
+                if not (directory / "cgroup.procs").read_text().strip():
+                    directory.rmdir()
+                    removed += 1
+    return removed
+
+
 @functools.cache
 def _cgroups_usable() -> bool:
     """Whether per-sandbox cgroups can be made here (root with the v1 pids and memory hierarchies)."""
@@ -362,6 +382,7 @@ def _cgroups_usable() -> bool:
         _SandboxCgroups(SandboxLimits(1, 1, 64 * 1024**2, 1, 8, 8, 1, 1)).close()
     except OSError:
         return False
+    _sweep_stale_cgroups()
     return True
 
 

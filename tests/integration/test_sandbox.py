@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from shared.sandbox import (
+    CGROUP_PREFIX,
     ISOLATION_NONE,
     Sandbox,
     SandboxError,
@@ -23,6 +24,8 @@ from shared.sandbox import (
     SandboxResult,
     SandboxUnavailable,
     _bwrap_probe,
+    _own_cgroup_v1,
+    _sweep_stale_cgroups,
 )
 from shared.settings import Settings
 
@@ -296,6 +299,28 @@ def test_resident_memory_is_capped_by_the_sandbox_cgroup(
         limits=roomy.with_(resident_memory_bytes=256 * 1024**2),
     )
     assert capped.killed_reason == "memory" and capped.exit_code == 128 + 9 and "touched" not in capped.stdout
+
+
+def test_stale_sandbox_cgroups_are_swept(box: Sandbox) -> None:
+    # What a worker SIGKILLed mid-run leaves behind: an empty cgroup nobody will remove.
+    if not box.cgroups:
+        pytest.fail(f"per-sandbox cgroups are not usable on this machine (isolation: {box.isolation})")
+    parent = _own_cgroup_v1("pids")
+    assert parent is not None
+    stale, fresh = (
+        parent / f"{CGROUP_PREFIX}stale{secrets.token_hex(3)}",
+        parent / f"{CGROUP_PREFIX}fresh{secrets.token_hex(3)}",
+    )
+    stale.mkdir()
+    fresh.mkdir()
+    os.utime(stale, (time.time() - 3600, time.time() - 3600))
+    try:
+        _sweep_stale_cgroups()
+        assert not stale.exists() and fresh.exists()  # a young one may be a sandbox being set up right now
+    finally:
+        for directory in (stale, fresh):
+            if directory.exists():
+                directory.rmdir()
 
 
 def test_cpu_limit(box: Sandbox, sandbox_dir: Path, limits: SandboxLimits) -> None:
