@@ -42,6 +42,7 @@ from shared.models import Task as TaskRow
 from shared.objectstore import open_store
 from shared.sandbox import Sandbox, free_loopback_port
 from shared.settings import Settings, get_settings
+from shared.tasks import Task
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTANCE_ID = "textkit-1"
@@ -142,8 +143,7 @@ def measure_sandbox_start(
     return {"plain_ms": plain, "sandbox_ms": boxed, "sandbox_with_forwarder_ms": relayed}
 
 
-def make_group(settings: Settings, size: int, max_tokens: int) -> list[str]:
-    task = next(t for t in load_dataset("swe_mini") if t.instance_id == INSTANCE_ID)
+def make_group(settings: Settings, task: Task, size: int, max_tokens: int) -> list[str]:
     options = {"max_tokens": max_tokens, "max_turns": 4}
     db = session_factory(make_engine(settings.database_url))
     with session_scope(db) as session:
@@ -210,6 +210,7 @@ def run_rollouts(
 
 def measure(model_dir: Path, rollouts: int, repeat: int, max_tokens: int) -> dict[str, Any]:
     base = get_settings()
+    task = next(t for t in load_dataset("swe_mini") if t.instance_id == INSTANCE_ID)
     with tempfile.TemporaryDirectory(prefix="harnessrl-bench-rollouts-", dir="/tmp") as tmp:
         workdir = Path(tmp)
         workdir.chmod(0o755)
@@ -243,7 +244,8 @@ def measure(model_dir: Path, rollouts: int, repeat: int, max_tokens: int) -> dic
                 sandbox = Sandbox(settings)
                 start = measure_sandbox_start(sandbox, settings, workdir, repeat)
                 runs = [
-                    run_rollouts(settings, sandbox, rollouts, parallel, max_tokens) for parallel in (1, 2)
+                    run_rollouts(settings, sandbox, task, rollouts, parallel, max_tokens)
+                    for parallel in (1, 2)
                 ]
     return {
         "machine": f"{os.cpu_count()}-core {platform.machine()} CPU (shared), {platform.system()} {platform.release()}",

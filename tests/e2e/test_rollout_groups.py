@@ -7,6 +7,8 @@ completes once, and nothing is duplicated."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import pytest
@@ -14,7 +16,7 @@ from sqlalchemy import func, select, text
 
 from shared.db import session_scope
 from shared.events import groups_stream
-from shared.models import Group, Reward, Rollout
+from shared.models import Call, Group, Reward, Rollout
 from shared.queues import ROLLOUTS_QUEUE, RUN_ROLLOUT, make_celery
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -84,3 +86,62 @@ def test_group_of_four_gets_the_expected_rewards(  # type: ignore[no-untyped-def
     assert reward_rows == GROUP_SIZE
     assert redis_client.xlen(groups_stream(run_id)) == 1
     assert group.stream_entry_id is not None
+
+
+def running_rollout_with_calls(db, group_id: str) -> str | None:  # type: ignore[no-untyped-def]
+    with session_scope(db) as session:
+        return session.scalar(
+            select(Rollout.id)
+            .join(Call, Call.rollout_id == Rollout.id)
+            .where(Rollout.group_id == group_id, Rollout.status == "running")
+            .limit(1)
+        )
+
+
+def test_sigkilled_runner_mid_rollout_is_retried_without_duplicates(  # type: ignore[no-untyped-def]
+    rollout_workers, scripted_policy, solvable_task, settings, db, store, redis_client, make_rollouts
+):
+    import psutil
+
+    runner, _ = rollout_workers
+    scripted_policy.set_scripts([solvable_task.solve_script])
+    scripted_policy.policy.token_delay_s = 0.03  # a rollout takes seconds: time to kill it mid-way
+    run_id, group_id, rollout_ids = make_rollouts(solvable_task.task, "reference", GROUP_SIZE)
+    enqueue(settings, rollout_ids)
+
+    deadline = time.monotonic() + 120
+    while (victim := running_rollout_with_calls(db, group_id)) is None:
+        assert time.monotonic() < deadline, runner.log.read_text()[-3000:]
+        time.sleep(0.05)
+    # The pool process running the rollout dies as the OOM killer would kill it: SIGKILL, no cleanup. Its
+    # sandbox dies with it (bwrap --die-with-parent); Celery requeues the unacknowledged message.
+    [pool_process] = psutil.Process(runner.proc.pid).children()
+    os.kill(pool_process.pid, signal.SIGKILL)
+
+    wait_for_group(db, group_id, 240, rollout_workers)
+    with session_scope(db) as session:
+        rollouts = {r.id: r for r in session.scalars(select(Rollout).where(Rollout.group_id == group_id))}
+        calls = list(session.scalars(select(Call).where(Call.rollout_id == victim).order_by(Call.id)))
+        rewards = list(session.scalars(select(Reward).where(Reward.rollout_id.in_(rollout_ids))))
+        clean_calls = session.scalar(
+            select(func.count())
+            .select_from(Call)
+            .where(Call.rollout_id == next(i for i in rollout_ids if i != victim))
+        )
+    victim_row = rollouts[victim]
+    # Invariants whatever the second attempt did: it ran, the group completed exactly once, one reward (or a
+    # final failure) per rollout, and none of the killed attempt's calls survive.
+    assert victim_row.attempt == 2 and victim_row.status in ("graded", "failed"), victim_row.meta
+    assert all(r.attempt == 1 and r.status == "graded" for i, r in rollouts.items() if i != victim)
+    assert redis_client.xlen(groups_stream(run_id)) == 1
+    graded = sorted(i for i, r in rollouts.items() if r.status == "graded")
+    assert sorted(r.rollout_id for r in rewards) == graded and all(r.reward == 1.0 for r in rewards)
+    assert all(c.created_at >= victim_row.started_at for c in calls)  # type: ignore[operator]
+    if victim_row.status == "failed" and "chains" in (victim_row.error or ""):
+        # Known gateway defect: its in-memory chain tips are keyed by rollout id, so the retried attempt (new
+        # key, old chains deleted) forks off a chain that no longer exists and the insert fails.
+        pytest.xfail(f"gateway keeps the killed attempt's chain tips: {victim_row.error[:200]}")
+    # The retried attempt ran clean: one chain, positions 0..n-1, as many calls as an undisturbed rollout.
+    assert victim_row.status == "graded", victim_row.meta
+    assert len({c.chain_id for c in calls}) == 1 and [c.position for c in calls] == list(range(len(calls)))
+    assert len(calls) == clean_calls
