@@ -28,6 +28,13 @@ class ServiceFailed(RuntimeError):
     """A service did not become ready; the message names it and shows the end of its log."""
 
 
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "unknown signal"
+
+
 def http_ready(url: str) -> Callable[[str], bool]:
     def check(_log: str) -> bool:
         try:
@@ -81,6 +88,8 @@ class Supervisor:
     def _emit(self, name: str, line: str) -> None:
         color = COLORS[hash(name) % len(COLORS)]
         with self._lock:
+            if self.log_file.closed:  # a reader thread draining a stopped child's last lines after stop_all
+                return
             self.log_file.write(f"{name:>9} | {line}\n")
             if self.echo:
                 self.out.write(
@@ -150,7 +159,7 @@ class Supervisor:
             code = running.proc.poll()
             if code is None:
                 continue
-            how = f"signal {-code}" if code < 0 else f"code {code}"
+            how = f"signal {-code} ({_signal_name(-code)})" if code < 0 else f"code {code}"
             if not running.spec.restart or (code == 0 and running.spec.done_on_success):
                 self.note(f"{name} exited with {how}")
                 del self.running[name]
@@ -183,4 +192,5 @@ class Supervisor:
         for name in reversed(list(self.running)):
             self.note(f"stopping {name}")
             self.stop(name)
-        self.log_file.close()
+        with self._lock:
+            self.log_file.close()

@@ -275,7 +275,7 @@ def test_killed_services_are_reported_and_the_run_resumes(suite: Any) -> None:
         assert not problems, "\n".join(problems)
         log = (settings.data_dir / "logs" / "up.log").read_text(errors="replace")
         for name in ("runner", "gateway", "api", "grader", learner):
-            assert f"SERVICE DOWN: {name} exited with signal 9" in log, (
+            assert f"SERVICE DOWN: {name} exited with signal 9 (SIGKILL)" in log, (
                 f"{name}'s death is in the combined log"
             )
     finally:

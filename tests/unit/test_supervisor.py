@@ -1,0 +1,79 @@
+"""The ``harnessrl up`` supervisor with small real child processes: readiness, a death reported by name and
+signal and restarted, a finished service let go, a child that never gets ready named with its log tail, and
+logs merged with a prefix into one file."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from services.cli.supervisor import ServiceFailed, ServiceSpec, Supervisor, log_ready
+
+pytestmark = pytest.mark.unit
+
+
+def python(code: str) -> list[str]:
+    return [sys.executable, "-u", "-c", code]
+
+
+SERVES = python("import time; print('hello', flush=True); print('ready.', flush=True); time.sleep(120)")
+
+
+@pytest.fixture
+def supervisor(tmp_path: Path):  # type: ignore[no-untyped-def]
+    sup = Supervisor(tmp_path / "logs" / "up.log", dict(os.environ), echo=True, out=io.StringIO())
+    yield sup
+    sup.stop_all()
+
+
+def test_a_killed_service_is_reported_and_restarted(supervisor: Supervisor) -> None:
+    supervisor.start(ServiceSpec("worker", SERVES, log_ready("ready."), ready_timeout_s=30))
+    first = supervisor.running["worker"].proc
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait(10)
+
+    assert supervisor.poll() == ["worker"]
+
+    assert "SERVICE DOWN: worker exited with signal 9 (SIGKILL); restarting (restart #1)" in supervisor.events
+    assert "worker restarted; work in flight resumes from Postgres and the queues" in supervisor.events
+    fresh = supervisor.running["worker"]
+    assert fresh.proc.pid != first.pid and fresh.proc.poll() is None
+    assert fresh.restarts == 1
+    assert supervisor.poll() == []  # a healthy service is left alone
+
+
+def test_a_finished_service_is_let_go_not_restarted(supervisor: Supervisor) -> None:
+    finishes = python("import time; print('ready.', flush=True); time.sleep(0.5)")
+    supervisor.start(ServiceSpec("learner-x", finishes, log_ready("ready."), done_on_success=True))
+    supervisor.running["learner-x"].proc.wait(10)
+
+    assert supervisor.poll() == []
+    assert "learner-x" not in supervisor.running
+    assert supervisor.events[-1] == "learner-x exited with code 0"
+
+
+def test_a_service_that_crashes_while_starting_is_named_with_its_log(supervisor: Supervisor) -> None:
+    crashes = python("import sys; print('cannot bind port 8300'); sys.exit(3)")
+    with pytest.raises(
+        ServiceFailed, match=r"(?s)api exited with code 3 while starting:.*cannot bind port 8300"
+    ):
+        supervisor.start(ServiceSpec("api", crashes, log_ready("never")))
+
+
+def test_logs_are_merged_with_a_prefix_and_stop_all_stops_everything(tmp_path: Path) -> None:
+    out = io.StringIO()
+    supervisor = Supervisor(tmp_path / "up.log", dict(os.environ), echo=True, out=out)
+    supervisor.start(ServiceSpec("gateway", SERVES, log_ready("ready.")))
+    proc = supervisor.running["gateway"].proc
+    supervisor.stop_all()
+
+    assert proc.poll() == -signal.SIGTERM
+    log = (tmp_path / "up.log").read_text()
+    assert "  gateway | hello\n" in log
+    assert "       up | stopping gateway\n" in log
+    assert "  gateway | hello\n" in out.getvalue()
