@@ -5,8 +5,8 @@ path prefix), ``Authorization: Bearer``, ``x-api-key``, ``x-goog-api-key``, ``?k
 key, or the key of a rollout that is already over (finished, grading, graded, failed) is a ``BindingError`` the
 handler answers with 401 in the caller's provider shape.
 
-``RolloutDirectory`` looks keys up in Postgres and caches hits for ``ttl_s`` (a harness makes many calls; the
-lookup is on every one). Misses are not cached, so a rollout created a moment before its harness starts binds at
+``RolloutDirectory`` looks keys up in Postgres and caches hits for ``ttl_s`` (2 s: a burst of calls costs one
+query, and a rollout the runner closes or re-keys stops binding almost at once). Misses are not cached, so a rollout created a moment before its harness starts binds at
 once.
 """
 
@@ -34,6 +34,13 @@ class BoundRollout:
     rollout_id: str
     run_id: str
     harness: str
+    rollout_key: str
+
+    @property
+    def session(self) -> str:
+        """What the splicer keys chain tips by: the key, so a retried rollout (the runner issues a new key) starts
+        clean instead of extending chains its previous attempt left (and the runner deleted)."""
+        return self.rollout_key
 
 
 def rollout_key_of(request: web.Request) -> str | None:
@@ -53,7 +60,7 @@ def rollout_key_of(request: web.Request) -> str | None:
 class RolloutDirectory:
     """Rollout keys to rollouts, from Postgres, with a small positive cache."""
 
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], ttl_s: float = 30.0) -> None:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], ttl_s: float = 2.0) -> None:
         self.sessions = sessions
         self.ttl_s = ttl_s
         self._cache: dict[str, tuple[float, BoundRollout]] = {}
@@ -79,7 +86,7 @@ class RolloutDirectory:
             raise BindingError("unknown rollout key; this gateway only serves rollouts it was given")
         if row.status in CLOSED_STATUSES:
             raise BindingError(f"rollout {row.id} is {row.status}; it takes no more model calls")
-        bound = BoundRollout(row.id, row.run_id, row.harness)
+        bound = BoundRollout(row.id, row.run_id, row.harness, key)
         self._cache[key] = (time.monotonic() + self.ttl_s, bound)
         if len(self._cache) > 65536:
             self._cache.clear()

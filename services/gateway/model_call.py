@@ -114,10 +114,10 @@ class ModelCall:
     async def start(self) -> None:
         """Plan, check, send, and wait for the first sampled chunk; raises ``ProviderError``, records nothing."""
         state, conversation = self.state, self.conversation
-        lock = state.splicer.rollout_lock(self.rollout.rollout_id)
+        lock = state.splicer.rollout_lock(self.rollout.session)
         async with lock:
             try:
-                plan = await asyncio.to_thread(state.splicer.plan, self.rollout.rollout_id, conversation)
+                plan = await asyncio.to_thread(state.splicer.plan, self.rollout.session, conversation)
             except Exception as exc:  # the template refused this conversation (e.g. a role it cannot render)
                 raise ProviderError(400, f"cannot format this conversation for the model: {exc}") from exc
         self.plan = plan
@@ -208,9 +208,9 @@ class ModelCall:
             pending_drift = None
         self._drift = None
         policy_version, version_source = await self._policy_version()
-        rollout_id = self.rollout.rollout_id
-        async with state.splicer.rollout_lock(rollout_id):
-            if not state.splicer.still_extendable(rollout_id, plan):
+        rollout_id, session = self.rollout.rollout_id, self.rollout.session
+        async with state.splicer.rollout_lock(session):
+            if not state.splicer.still_extendable(session, plan):
                 plan = state.splicer.as_retry_fork(plan)
             now = time.monotonic()
             record = CallRecord(
@@ -248,7 +248,7 @@ class ModelCall:
                     503, f"the gateway could not record this call: {exc}", "api_error"
                 ) from exc
             tip = state.splicer.commit(
-                rollout_id,
+                session,
                 plan,
                 self.conversation,
                 reply,

@@ -1,6 +1,6 @@
 """The token-faithful splice: which chain a call extends, and the exact prompt ids the model is given.
 
-State: ``Splicer`` keeps, per rollout, the **tip** of every chain — the last call's messages and tools, the reply we
+State: ``Splicer`` keeps, per rollout session (the rollout key), the **tip** of every chain — the last call's messages and tools, the reply we
 sent, and the exact ids the model has seen in that chain (prompt ids + its own sampled ids). It lives in the gateway
 process; one asyncio task at a time plans or commits for a rollout (``rollout_lock``), while sampling runs unlocked.
 

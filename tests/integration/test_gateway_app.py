@@ -407,3 +407,35 @@ def test_probes_and_unix_socket(gateway_server, scripted_policy, make_rollout, d
     assert count_calls(db, ref.rollout_id) == 1
     with socket.socket(socket.AF_UNIX) as sock:
         sock.connect(str(gateway_server.socket_path))
+
+
+def test_a_rekeyed_retry_starts_clean_and_the_old_key_stops_binding(
+    gateway_server, scripted_policy, make_rollout, db
+):  # type: ignore[no-untyped-def]
+    """The runner re-runs a crashed rollout by deleting its calls and chains and issuing a new key."""
+    from sqlalchemy import delete, update
+
+    from shared.ids import new_rollout_key
+    from shared.models import Rollout
+
+    ref = make_rollout()
+    url = gateway_server.url + "/v1/chat/completions"
+    assert (
+        httpx.post(url, json=chat_body(), headers={"x-api-key": ref.rollout_key}, timeout=30).status_code
+        == 200
+    )
+    new_key = new_rollout_key()
+    with session_scope(db) as session:
+        session.execute(delete(Chain).where(Chain.rollout_id == ref.rollout_id))
+        session.execute(
+            update(Rollout).where(Rollout.id == ref.rollout_id).values(rollout_key=new_key, attempt=1)
+        )
+    time.sleep(2.1)  # the positive binding cache lives 2 s
+    assert (
+        httpx.post(url, json=chat_body(), headers={"x-api-key": ref.rollout_key}, timeout=30).status_code
+        == 401
+    )
+    response = httpx.post(url, json=chat_body(), headers={"x-api-key": new_key}, timeout=30)
+    assert response.status_code == 200, response.text
+    chains = chains_of(db, ref.rollout_id)
+    assert [c.fork_reason for c in chains] == [None] and chains[0].n_calls == 1
