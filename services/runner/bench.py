@@ -173,11 +173,11 @@ def make_group(settings: Settings, task: Task, size: int, max_tokens: int) -> li
 
 
 def run_rollouts(
-    settings: Settings, sandbox: Sandbox, count: int, parallel: int, max_tokens: int
+    settings: Settings, sandbox: Sandbox, task: Task, count: int, parallel: int, max_tokens: int
 ) -> dict[str, Any]:
     db = session_factory(make_engine(settings.database_url))
     store = open_store(settings)
-    rollout_ids = make_group(settings, count, max_tokens)
+    rollout_ids = make_group(settings, task, count, max_tokens)
 
     def one(rollout_id: str) -> float:
         started = time.perf_counter()

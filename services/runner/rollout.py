@@ -93,12 +93,13 @@ def _now() -> datetime:
 
 def _forget_attempt(session: Session, store: ObjectStore, rollout: Rollout) -> int:
     """Delete what a previous attempt recorded: calls, chains and their token/raw objects."""
-    removed = session.execute(delete(Call).where(Call.rollout_id == rollout.id)).rowcount
+    removed = session.scalar(select(func.count()).select_from(Call).where(Call.rollout_id == rollout.id)) or 0
+    session.execute(delete(Call).where(Call.rollout_id == rollout.id))
     session.execute(delete(Chain).where(Chain.rollout_id == rollout.id))
     for prefix in (f"tokens/{rollout.run_id}/{rollout.id}/", f"raw/{rollout.run_id}/{rollout.id}/"):
         for key in list(store.list(prefix)):
             store.delete(key)
-    return int(removed or 0)
+    return int(removed)
 
 
 def claim(
