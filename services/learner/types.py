@@ -61,35 +61,38 @@ class Chain:
     group_id: str
     calls: tuple[TrainingCall, ...]
 
+    def _per_token(self, on_suffix, on_sampled, dtype: type) -> np.ndarray:  # type: ignore[no-untyped-def]
+        """Concatenate, call by call, ``on_suffix(call)`` for its suffix and ``on_sampled(call)`` for its sample."""
+        parts: list[np.ndarray] = [
+            np.asarray(f(c), dtype) for c in self.calls for f in (on_suffix, on_sampled)
+        ]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
     @cached_property
     def ids(self) -> IntArray:
-        parts = [p for call in self.calls for p in (call.suffix_ids, call.sampled_ids)]
-        return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+        return self._per_token(lambda c: c.suffix_ids, lambda c: c.sampled_ids, np.int64)
 
     @cached_property
     def loss_mask(self) -> npt.NDArray[np.bool_]:
-        parts = [
-            np.concatenate([np.zeros(len(c.suffix_ids), bool), np.ones(len(c.sampled_ids), bool)])
-            for c in self.calls
-        ]
-        return np.concatenate(parts) if parts else np.zeros(0, bool)
+        return self._per_token(
+            lambda c: np.zeros(len(c.suffix_ids)), lambda c: np.ones(len(c.sampled_ids)), np.bool_
+        )
 
     @cached_property
     def behavior_logprobs(self) -> FloatArray:
         """Per token; 0.0 where the loss mask is 0 (never read there)."""
-        parts = [
-            np.concatenate([np.zeros(len(c.suffix_ids), np.float32), c.sampled_logprobs.astype(np.float32)])
-            for c in self.calls
-        ]
-        return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+        return self._per_token(
+            lambda c: np.zeros(len(c.suffix_ids)), lambda c: c.sampled_logprobs, np.float32
+        )
 
     @cached_property
     def policy_versions(self) -> IntArray:
         """Per token: the version that sampled it (suffix tokens carry their call's version)."""
-        parts = [
-            np.full(len(c.suffix_ids) + len(c.sampled_ids), c.policy_version, np.int64) for c in self.calls
-        ]
-        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        return self._per_token(
+            lambda c: np.full(len(c.suffix_ids), c.policy_version),
+            lambda c: np.full(len(c.sampled_ids), c.policy_version),
+            np.int64,
+        )
 
     @property
     def n_sampled(self) -> int:

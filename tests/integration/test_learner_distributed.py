@@ -15,6 +15,8 @@ from services.learner.types import TrainingBatch
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
+TORCHRUN_TWO_RANKS = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+
 SCRIPT = textwrap.dedent(
     """
     import sys
@@ -49,12 +51,7 @@ def test_two_ranks_take_the_same_step_as_one(tiny_model_dir, tmp_path, settings_
     script = tmp_path / "dp_step.py"
     script.write_text(SCRIPT)
     command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        "2",
+        *TORCHRUN_TWO_RANKS,
         str(script),
         str(tiny_model_dir),
         str(tmp_path),
@@ -100,12 +97,7 @@ def test_serve_learner_under_torchrun_matches_one_process(  # type: ignore[no-un
     finally:
         learner.close()
     command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        "2",
+        *TORCHRUN_TWO_RANKS,
         "-m",
         "services.cli.main",
         "serve",
