@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import click
 
@@ -29,6 +30,9 @@ from services.cli.embedded import (
 )
 from services.cli.supervisor import ServiceSpec, Supervisor, http_ready, log_ready
 from shared.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 EMBEDDED_PG_PORT = 8310
 EMBEDDED_REDIS_PORT = 8311
@@ -133,7 +137,7 @@ class Suite:
     def __init__(self, settings: Settings, echo: bool = True) -> None:
         self.settings = settings
         self.supervisor = Supervisor(settings.data_dir / "logs" / "up.log", settings_env(settings), echo=echo)
-        self._engine = None
+        self._engine: Engine | None = None
 
     def start(self) -> None:
         for spec in suite_specs(self.settings):

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -254,6 +255,13 @@ def test_killed_services_are_reported_and_the_run_resumes(suite: Any) -> None:
         follow(suite, lambda: learner in suite.supervisor.running, 240, "the run's learner to start")
         # The runner dies while a rollout is running: its task is redelivered and the rollout re-run.
         follow(suite, lambda: rollouts_in("running") > 0, 120, "a rollout to be running")
+        with engine.connect() as conn:
+            interrupted = set(
+                conn.execute(
+                    select(Rollout.id).where(Rollout.run_id == run_id, Rollout.status == "running")
+                ).scalars()
+            )
+        killed_at = datetime.now(UTC)
         kill_and_recover(suite, "runner")
         kill_and_recover(suite, "gateway")
         kill_and_recover(suite, "api")
@@ -269,15 +277,28 @@ def test_killed_services_are_reported_and_the_run_resumes(suite: Any) -> None:
             f"run {run_id} to finish",
         )
 
-        assert client.get_run(run_id)["status"] == "completed", client.get_run(run_id)
+        detail = client.get_run(run_id)
+        assert detail["status"] == "completed", detail
         problems = run_accounting_problems(engine, run_id, steps, group_size)
         problems += policy_advance_problems(engine, run_id, steps)
-        assert not problems, "\n".join(problems)
+        if (detail["progress"]["rollouts_done"], detail["progress"]["steps_done"]) != (
+            steps * group_size,
+            steps,
+        ):
+            problems.append(f"the api's progress: {detail['progress']}")
+        with engine.connect() as conn:
+            rerun = conn.execute(
+                select(Rollout.id, Rollout.attempt, Rollout.finished_at).where(Rollout.id.in_(interrupted))
+            ).all()
+        # A rollout the runner died in was either done just before the kill or ran again (a new attempt).
+        lost = [r for r in rerun if r.attempt < 2 and (r.finished_at is None or r.finished_at > killed_at)]
+        if lost:
+            problems.append(f"rollouts running when the runner died were not run again: {lost}")
         log = (settings.data_dir / "logs" / "up.log").read_text(errors="replace")
         for name in ("runner", "gateway", "api", "grader", learner):
-            assert f"SERVICE DOWN: {name} exited with signal 9 (SIGKILL)" in log, (
-                f"{name}'s death is in the combined log"
-            )
+            if f"SERVICE DOWN: {name} exited with signal 9 (SIGKILL)" not in log:
+                problems.append(f"{name}'s death is not in the combined log")
+        assert not problems, "\n".join(problems) + "\nevents:\n" + "\n".join(suite.supervisor.events)
     finally:
         client.close()
         engine.dispose()
