@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -42,6 +42,7 @@ from shared.inference_client import (
     InferenceError,
     InferenceOverloaded,
     InferenceUnavailable,
+    Sampled,
     SampledChunk,
 )
 
@@ -129,13 +130,19 @@ class ModelCall:
         if state.measure_drift and state.splicer.mode == "splice":
             self._drift = asyncio.create_task(asyncio.to_thread(state.splicer.drift, conversation, plan))
         self.timings.upstream_sent = time.monotonic()
-        self._upstream = state.upstream.client_for(self.rollout.rollout_id).stream(
-            plan.prompt_ids,
-            max_tokens=max(1, min(budget, limit - requested)),
-            temperature=1.0 if conversation.temperature is None else conversation.temperature,
-            top_p=1.0 if conversation.top_p is None else conversation.top_p,
-            extra_sampling={"stop": conversation.stop} if conversation.stop else None,
-        )
+        client = state.upstream.client_for(self.rollout.rollout_id)
+        sampling: dict[str, Any] = {
+            "max_tokens": max(1, min(budget, limit - requested)),
+            "temperature": 1.0 if conversation.temperature is None else conversation.temperature,
+            "top_p": 1.0 if conversation.top_p is None else conversation.top_p,
+            "extra_sampling": {"stop": conversation.stop} if conversation.stop else None,
+        }
+        # A streaming caller gets text as it is sampled; a plain one waits for the whole reply anyway, and one
+        # upstream response instead of a chunk per token saves a process wake-up per token.
+        if conversation.stream:
+            self._upstream = client.stream(plan.prompt_ids, **sampling)
+        else:
+            self._upstream = _whole(client.complete(plan.prompt_ids, **sampling))
         try:
             self._first = await anext(self._upstream)
         except StopAsyncIteration:
@@ -293,6 +300,14 @@ class ModelCall:
         self._cancel_drift()
         if self._upstream is not None:
             await self._upstream.aclose()  # type: ignore[attr-defined]
+
+
+async def _whole(sampled: Awaitable[Sampled]) -> AsyncIterator[SampledChunk]:
+    """A non-streamed completion as the one chunk of a stream."""
+    whole = await sampled
+    yield SampledChunk(
+        whole.ids, whole.logprobs, whole.text, whole.finish_reason, whole.stop_reason, whole.weight_versions
+    )
 
 
 def _call_id() -> str:
