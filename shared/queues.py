@@ -39,6 +39,9 @@ def make_celery(settings: Settings, name: str = "harnessrl", *, restore_interval
             "visibility_timeout": settings.resolved_visibility_timeout_s,
             "unacked_restore_interval": restore_interval_s,
             "unacked_restore_throttle": 1,
+            # kombu holds a lock while restoring; a worker SIGKILLed while holding it would block restores for
+            # the default 300 s.
+            "unacked_mutex_expire": 10,
         },
         task_queues=(Queue(ROLLOUTS_QUEUE), Queue(GRADING_QUEUE)),
         task_default_queue=ROLLOUTS_QUEUE,

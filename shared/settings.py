@@ -21,6 +21,10 @@ class SettingsError(ValueError):
 
 
 def _default_data_dir() -> Path:
+    # As root the sandboxed uid must reach workspaces and the gateway socket under the data dir, and root's home
+    # is mode 0700: use the system location then.
+    if os.geteuid() == 0:
+        return Path("/var/lib/harnessrl")
     return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "harnessrl"
 
 
