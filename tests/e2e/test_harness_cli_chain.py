@@ -57,3 +57,27 @@ def test_real_cli_multi_turn_task_forms_one_exact_chain(  # type: ignore[no-unty
         seen += segment["prompt_ids"].tolist()
         assert seen == prompt_ids, f"call {call.position}: the prompt is not the spliced chain"
         seen += segment["sampled_ids"].tolist()
+
+
+def test_shell_harness_reaches_the_gateway_with_the_usual_variables(  # type: ignore[no-untyped-def]
+    scripted_gateway, scripted_policy, sandbox, db, store, toy_task, make_rollouts
+):
+    """``shell``: any command; here curl speaks the OpenAI chat API using the exported base URL and key."""
+    settings = scripted_gateway.settings
+    scripted_policy.set_scripts([[{"say": "hello from the policy"}]])
+    body = '{"model": "policy", "messages": [{"role": "user", "content": "hi"}]}'
+    command = (
+        'curl -sf -H "Authorization: Bearer $OPENAI_API_KEY" -H "Content-Type: application/json" '
+        f"-d '{body}' \"$OPENAI_BASE_URL/chat/completions\" > answer.json && echo {{instruction}} > task.txt"
+    )
+    _, _, [rollout_id] = make_rollouts(toy_task, "shell", config={"harness_options": {"command": command}})
+    attempt = claim(settings, db, store, rollout_id)
+    assert isinstance(attempt, Attempt)
+    outcome = execute_attempt(settings, db, store, sandbox, attempt)
+    assert outcome.status == "finished", outcome.error
+    with session_scope(db) as session:
+        rollout = session.get(Rollout, rollout_id)
+        assert rollout is not None and rollout.meta["attempts"][-1]["calls"] == 1
+        patch = store.get_bytes(rollout.patch_key or "").decode()
+    assert "hello from the policy" in patch  # the answer came back through the sandbox's forwarder
+    assert f"+{toy_task.problem_statement}" in patch  # the instruction was substituted, quoted intact
