@@ -127,6 +127,17 @@ def _log_tail(log_path: Path, lines: int = 30) -> str:
         return "(no log)"
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM this vLLM when the process that started it dies, even by SIGKILL.
+    vLLM runs in its own session (so signals to the caller's group do not hit it twice), which also means
+    nothing else would stop an orphaned server that keeps its port and memory."""
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 def start_vllm(launch: VllmLaunch, log_path: Path, timeout_s: float = 240.0) -> subprocess.Popen[bytes]:
     """Start vLLM in its own process group, logging to ``log_path``; return once ``/health`` answers 200.
 
@@ -142,6 +153,7 @@ def start_vllm(launch: VllmLaunch, log_path: Path, timeout_s: float = 240.0) -> 
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
