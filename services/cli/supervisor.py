@@ -68,6 +68,8 @@ class _Running:
     started_at: float
     tail: list[str] = field(default_factory=list)
     restarts: int = 0
+    down_reported: bool = False
+    held_reported: bool = False
 
 
 class Supervisor:
@@ -82,6 +84,7 @@ class Supervisor:
         self.out = out or sys.stdout
         self.running: dict[str, _Running] = {}
         self.events: list[str] = []
+        self.held_port_wait_s = 20.0
         self._lock = threading.Lock()
 
     # --- output ---------------------------------------------------------------------------------------
@@ -164,7 +167,13 @@ class Supervisor:
                 self.note(f"{name} exited with {how}")
                 del self.running[name]
                 continue
-            self.note(f"SERVICE DOWN: {name} exited with {how}; restarting (restart #{running.restarts + 1})")
+            if not running.down_reported:
+                self.note(
+                    f"SERVICE DOWN: {name} exited with {how}; restarting (restart #{running.restarts + 1})"
+                )
+                running.down_reported = True
+            if self._still_answering(running):
+                continue  # reported once; retried on the next poll
             time.sleep(min(2.0 * running.restarts, 10.0))
             fresh = self._spawn(running.spec, running.restarts + 1)
             try:
@@ -174,6 +183,24 @@ class Supervisor:
                 self.note(f"{name} failed to restart: {exc}")
             restarted.append(name)
         return restarted
+
+    def _still_answering(self, running: _Running) -> bool:
+        """Whether a dead service's readiness check still passes: its health URL answered by an orphaned child
+        that kept the port (a log-marker check never passes on an empty log). A new instance could not bind the
+        port and would look ready at once, so wait up to ``held_port_wait_s`` for the holder to go away, then
+        say so once and let the next ``poll`` try again."""
+        deadline = time.monotonic() + (0.0 if running.held_reported else self.held_port_wait_s)
+        while running.spec.ready(""):
+            if time.monotonic() >= deadline:
+                if not running.held_reported:
+                    self.note(
+                        f"{running.spec.name} cannot restart: its readiness check still answers after it died "
+                        "(an orphaned child process holding its port?); it restarts once that is gone"
+                    )
+                    running.held_reported = True
+                return True
+            time.sleep(0.5)
+        return False
 
     def stop(self, name: str, timeout_s: float = 15.0) -> None:
         running = self.running.pop(name, None)

@@ -3,9 +3,10 @@
 - ``harnessrl demo`` as a user runs it (a subprocess on settings of its own) completes a real GRPO run: at
   least three learner steps, each publishing a new policy version that inference serves and later calls carry,
   every rollout graded, the reward-curve PNG written.
-- Under ``harnessrl up`` (in-process ``running_suite``), SIGKILLing the runner, the grader, the gateway, the api
-  and the learner one at a time, while a run is in flight, is reported as ``SERVICE DOWN: <name> ...`` and the
-  service restarts; the run still completes with every rollout accounted for, nothing duplicated or lost.
+- Under ``harnessrl up`` (in-process ``running_suite``), SIGKILLing the runner, the gateway, the api, the
+  grader, the learner and inference one at a time, while a run is in flight, is reported as
+  ``SERVICE DOWN: <name> ...`` and the service restarts; the run still completes with every rollout accounted
+  for, nothing duplicated or lost, and the restarted inference serves the run's current policy again.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,9 +26,10 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from shared.db import make_engine
+from shared.events import connect, get_policy_version
 from shared.models import Call, Chain, Group, Reward, Rollout, Run, Step, Weight
 from tests.fixtures.services import REPO_ROOT
-from tests.fixtures.suite import isolated_suite_settings, suite_env
+from tests.fixtures.suite import isolated_suite_settings, suite_env, suite_leftovers
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -152,6 +155,7 @@ def test_demo_command_completes(tiny_model_dir: Path) -> None:
             timeout=15 * 60,
         )
         elapsed = time.monotonic() - started
+        leftovers = suite_leftovers(settings.data_dir)
         up_log = settings.data_dir / "logs" / "up.log"
         context = (
             f"demo exited {demo.returncode} after {elapsed:.0f}s\n--- stdout\n{demo.stdout[-6000:]}\n"
@@ -182,6 +186,8 @@ def test_demo_command_completes(tiny_model_dir: Path) -> None:
             problems.append(f"no reward-curve PNG at {png}")
         if str(png) not in demo.stdout:
             problems.append("the demo does not print the reward-curve path")
+        if leftovers:
+            problems.append(f"processes outlived the demo (killed now): {leftovers}")
         assert not problems, "\n".join(problems) + "\n" + context
 
 
@@ -248,6 +254,14 @@ def test_killed_services_are_reported_and_the_run_resumes(suite: Any) -> None:
                     select(func.count()).where(Rollout.run_id == run_id, Rollout.status.in_(statuses))
                 ).scalar_one()
 
+        def run_policy_version() -> int:
+            with engine.connect() as conn:
+                return conn.execute(select(Run.policy_version).where(Run.id == run_id)).scalar_one()
+
+        def served_policy_version() -> int | None:
+            with closing(connect(settings.redis_url)) as r:
+                return get_policy_version(r)
+
         def run_status() -> str:
             with engine.connect() as conn:
                 return conn.execute(select(Run.status).where(Run.id == run_id)).scalar_one()
@@ -270,6 +284,14 @@ def test_killed_services_are_reported_and_the_run_resumes(suite: Any) -> None:
         )
         kill_and_recover(suite, "grader")
         kill_and_recover(suite, learner)
+        # A restarted vLLM starts from the base weights; its updater must bring back the run's current policy.
+        kill_and_recover(suite, "inference")
+        follow(
+            suite,
+            lambda: served_policy_version() == run_policy_version(),
+            180,
+            "the restarted inference to serve the run's current policy version",
+        )
         follow(
             suite,
             lambda: run_status() in ("completed", "failed", "stopped"),
@@ -295,7 +317,7 @@ def test_killed_services_are_reported_and_the_run_resumes(suite: Any) -> None:
         if lost:
             problems.append(f"rollouts running when the runner died were not run again: {lost}")
         log = (settings.data_dir / "logs" / "up.log").read_text(errors="replace")
-        for name in ("runner", "gateway", "api", "grader", learner):
+        for name in ("runner", "gateway", "api", "grader", learner, "inference"):
             if f"SERVICE DOWN: {name} exited with signal 9 (SIGKILL)" not in log:
                 problems.append(f"{name}'s death is not in the combined log")
         assert not problems, "\n".join(problems) + "\nevents:\n" + "\n".join(suite.supervisor.events)

@@ -1,18 +1,21 @@
 """The ``harnessrl up`` supervisor with small real child processes: readiness, a death reported by name and
-signal and restarted, a finished service let go, a child that never gets ready named with its log tail, and
-logs merged with a prefix into one file."""
+signal and restarted, a finished service let go, a child that never gets ready named with its log tail, a port
+still held by an orphan of a dead service reported (not a fake "ready"), and logs merged with a prefix."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from services.cli.supervisor import ServiceFailed, ServiceSpec, Supervisor, log_ready
+from services.cli.supervisor import ServiceFailed, ServiceSpec, Supervisor, http_ready, log_ready
+from tests.fixtures.services import free_port
 
 pytestmark = pytest.mark.unit
 
@@ -77,3 +80,48 @@ def test_logs_are_merged_with_a_prefix_and_stop_all_stops_everything(tmp_path: P
     assert "  gateway | hello\n" in log
     assert "       up | stopping gateway\n" in log
     assert "  gateway | hello\n" in out.getvalue()
+
+
+def test_a_port_held_by_an_orphan_is_reported_and_the_restart_waits_for_it(
+    supervisor: Supervisor, tmp_path: Path
+) -> None:
+    # The service starts an HTTP server in a session of its own (as `serve inference` starts vLLM) and writes
+    # its pid; SIGKILLing the service's group leaves that server running on the service's port.
+    port = free_port()
+    pid_file = tmp_path / "server.pid"
+    service = python(
+        "import subprocess, sys, time\n"
+        f"server = subprocess.Popen([sys.executable, '-m', 'http.server', '{port}', '--bind', '127.0.0.1'],"
+        " start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(server.pid))\n"
+        "time.sleep(120)\n"
+    )
+    supervisor.held_port_wait_s = 1.0
+    spec = ServiceSpec("inference", service, http_ready(f"http://127.0.0.1:{port}/"), ready_timeout_s=30)
+    servers: list[int] = []
+    try:
+        supervisor.start(spec)
+        servers.append(int(pid_file.read_text()))
+        dead = supervisor.running["inference"].proc
+        os.killpg(dead.pid, signal.SIGKILL)
+        dead.wait(10)
+
+        assert supervisor.poll() == []
+        assert supervisor.poll() == []  # still held: no second report, no restart
+        held = [e for e in supervisor.events if "cannot restart" in e]
+        assert held == [
+            "inference cannot restart: its readiness check still answers after it died (an orphaned child "
+            "process holding its port?); it restarts once that is gone"
+        ]
+        assert supervisor.running["inference"].proc is dead
+
+        os.kill(servers[0], signal.SIGKILL)  # the orphan goes away: the next poll restarts the service
+        time.sleep(0.5)
+        assert supervisor.poll() == ["inference"]
+        servers.append(int(pid_file.read_text()))
+        assert servers[1] != servers[0]
+        assert "inference restarted; work in flight resumes from Postgres and the queues" in supervisor.events
+    finally:
+        for pid in servers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
