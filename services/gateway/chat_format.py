@@ -18,7 +18,6 @@ tokenizer is thread-safe for encoding.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -167,9 +166,6 @@ class ChatFormat:
     def closes_turn(self, sampled_ids: list[int]) -> bool:
         return bool(sampled_ids) and sampled_ids[-1] == self.end_of_turn_id
 
-    def token_count(self, conversation: Conversation) -> int:
-        return len(self.render_prompt(conversation))
-
 
 def _nth_end(text: str, token: str, n: int) -> int:
     """Offset just after the ``n``-th occurrence of ``token`` (0 when n == 0, -1 when there are fewer)."""
@@ -180,8 +176,3 @@ def _nth_end(text: str, token: str, n: int) -> int:
             return -1
         offset = found + len(token)
     return offset
-
-
-def arguments_text(arguments: dict[str, Any] | str) -> str:
-    """Tool-call arguments as the JSON text a hermes template writes (for logs and token estimates)."""
-    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)

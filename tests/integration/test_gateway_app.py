@@ -439,3 +439,26 @@ def test_a_rekeyed_retry_starts_clean_and_the_old_key_stops_binding(
     assert response.status_code == 200, response.text
     chains = chains_of(db, ref.rollout_id)
     assert [c.fork_reason for c in chains] == [None] and chains[0].n_calls == 1
+
+
+def test_gemini_stream_without_alt_sse_is_a_json_array(gateway_server, scripted_policy, make_rollout, db):  # type: ignore[no-untyped-def]
+    ref = make_rollout()
+    _, body = BODIES["gemini"]
+    response = httpx.post(
+        gateway_server.url + "/v1beta/models/policy:streamGenerateContent",
+        json=body,
+        headers={"x-goog-api-key": ref.rollout_key},
+        timeout=30,
+    )
+    assert response.status_code == 200
+    chunks = json.loads(response.text)
+    assert isinstance(chunks, list) and chunks
+    parts = [
+        p
+        for c in chunks
+        for cand in c.get("candidates", [])
+        for p in cand.get("content", {}).get("parts", [])
+    ]
+    assert any("functionCall" in p for p in parts)
+    (call,) = calls_of(db, ref.rollout_id)
+    assert call.stream and call.provider_api == "gemini"
