@@ -18,6 +18,7 @@ tokenizer is thread-safe for encoding.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -160,7 +161,7 @@ class ChatFormat:
             )
         return self.encode(text[cut:])
 
-    def count_end_of_turn(self, ids: list[int]) -> int:
+    def count_end_of_turn(self, ids: Sequence[int]) -> int:
         return sum(1 for i in ids if i == self.end_of_turn_id)
 
     def closes_turn(self, sampled_ids: list[int]) -> bool:

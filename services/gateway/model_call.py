@@ -264,7 +264,7 @@ class ModelCall:
                 self.recorded.call_id,
             )
             if rendered is not None:
-                tip.retemplate = rendered
+                tip.retemplate = rendered.compact()
         self.plan = plan
         if pending_drift is not None:
             state.track(self._late_drift(tip, self.recorded.call_id, pending_drift))
@@ -278,7 +278,7 @@ class ModelCall:
         self, tip: ChainTip, call_id: int, pending: asyncio.Task[tuple[bool, Retemplate]]
     ) -> None:
         drifted, rendered = await pending
-        tip.retemplate = rendered
+        tip.retemplate = rendered.compact()
         await record_drift(self.state.sessions, call_id, drifted)
 
     async def _policy_version(self) -> tuple[int, str]:

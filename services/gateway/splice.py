@@ -36,7 +36,9 @@ Rules (DESIGN §2), applied to a new call with messages ``M`` and tools ``T``, m
 from __future__ import annotations
 
 import asyncio
+from array import array
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -59,11 +61,16 @@ class ChainTip:
     messages: list[Message]
     tools_key: str
     reply: Message
-    prompt_ids: list[int]
-    ids: list[int]
+    ids: array[int]
+    """The chain so far: the last prompt's ids then the ids the model sampled (4 bytes per token)."""
+    prompt_len: int
     closed: bool
     retemplate: Retemplate | None = None
     """The from-scratch render of this call's prompt, once known (makes the next drift check incremental)."""
+
+    @property
+    def prompt_ids(self) -> list[int]:
+        return self.ids[: self.prompt_len].tolist()
 
 
 @dataclass(frozen=True)
@@ -71,7 +78,11 @@ class Retemplate:
     """A conversation rendered from scratch: the template's text and its ids."""
 
     text: str
-    ids: list[int]
+    ids: Sequence[int]
+
+    def compact(self) -> Retemplate:
+        """The same render with its ids packed (what a chain tip keeps)."""
+        return self if isinstance(self.ids, array) else Retemplate(self.text, array("i", self.ids))
 
 
 @dataclass
@@ -179,19 +190,19 @@ class Splicer:
                 break
         if not tips:
             rendered = self._render(conversation)
-            return SplicePlan(rendered.ids, rendered.ids, None, None, None, 0, rendered=rendered)
+            full = list(rendered.ids)
+            return SplicePlan(full, full, None, None, None, 0, rendered=rendered)
         newest = tips[-1]
         reason = fork_reason(conversation, newest)
         same_prompt = [message_key(m) for m in conversation.messages] == [
             message_key(m) for m in newest.messages
         ]
         if reason == "retry" and same_prompt and self.mode == "splice":
-            full = list(newest.prompt_ids)
+            full = newest.prompt_ids
             return SplicePlan(full, full, None, reason, newest.chain_id, 0, newest.call_id)
         rendered = self._render(conversation)
-        return SplicePlan(
-            rendered.ids, rendered.ids, None, reason, newest.chain_id, 0, newest.call_id, rendered=rendered
-        )
+        full = list(rendered.ids)
+        return SplicePlan(full, full, None, reason, newest.chain_id, 0, newest.call_id, rendered=rendered)
 
     def _render(self, conversation: Conversation) -> Retemplate:
         text = self.chat_format.render_text(
@@ -203,8 +214,8 @@ class Splicer:
         closing = [] if tip.closed else list(self.chat_format.closing_ids)
         if self.mode == "retemplate":
             rendered = self.retemplate(conversation, tip)
-            full = rendered.ids
-            if full[: len(tip.ids)] != tip.ids:
+            full = list(rendered.ids)
+            if full[: len(tip.ids)] != tip.ids.tolist():
                 return None
             return SplicePlan(
                 full, full[len(tip.ids) :], tip, None, None, tip.position + 1, tip.call_id, rendered=rendered
@@ -212,7 +223,7 @@ class Splicer:
         closed_turns = self.chat_format.count_end_of_turn(tip.ids) + len(closing)
         suffix = self.chat_format.render_suffix(conversation, closed_turns)
         segment = closing + suffix
-        return SplicePlan(tip.ids + segment, segment, tip, None, None, tip.position + 1, tip.call_id)
+        return SplicePlan(tip.ids.tolist() + segment, segment, tip, None, None, tip.position + 1, tip.call_id)
 
     def still_extendable(self, rollout_id: str, plan: SplicePlan) -> bool:
         """False when another call committed onto the same tip first (rule 4)."""
@@ -239,10 +250,10 @@ class Splicer:
             messages=list(conversation.messages),
             tools_key=tools_key(conversation.tools),
             reply=reply,
-            prompt_ids=plan.prompt_ids,
-            ids=plan.prompt_ids + sampled_ids,
+            ids=array("i", plan.prompt_ids + sampled_ids),
+            prompt_len=len(plan.prompt_ids),
             closed=self.chat_format.closes_turn(sampled_ids),
-            retemplate=plan.rendered,
+            retemplate=plan.rendered.compact() if plan.rendered else None,
         )
         tips.append(tip)
         return tip
@@ -272,7 +283,7 @@ class Splicer:
                     seen += token == self.chat_format.end_of_turn_id
                     if seen == turns:
                         return Retemplate(
-                            text, previous.ids[: index + 1] + self.chat_format.encode(text[cut:])
+                            text, list(previous.ids[: index + 1]) + self.chat_format.encode(text[cut:])
                         )
         return Retemplate(text, self.chat_format.encode(text))
 
@@ -282,4 +293,4 @@ class Splicer:
         if plan.rendered is not None:
             return False, plan.rendered
         rendered = self.retemplate(conversation, plan.extends)
-        return rendered.ids != plan.prompt_ids, rendered
+        return list(rendered.ids) != plan.prompt_ids, rendered

@@ -277,3 +277,21 @@ def test_real_edits_are_not_normalized_away() -> None:
     assert normalize_text("Today's date is 2026-11-30.\nuse tabs") != normalize_text(
         "Today's date is 2026-11-30.\nuse spaces"
     )
+
+
+def test_retemplate_mode_extends_where_tokens_agree(chat_format: ChatFormat) -> None:
+    driver = Driver(chat_format, "retemplate")
+    first, sampled = driver.call(conv([SYSTEM, TASK]), bash_reply("ls"))
+    conversation = conv([SYSTEM, TASK, bash_reply("ls"), Message("tool", "x", tool_call_id="call_1")])
+    plan = driver.splicer.plan("ro", conversation)
+    assert plan.extends is not None and plan.position == 1
+    assert plan.prompt_ids == chat_format.render_prompt(conversation)
+    assert plan.prompt_ids == first.prompt_ids + sampled + plan.segment_prompt_ids
+
+
+def test_tips_keep_ids_packed(chat_format: ChatFormat) -> None:
+    driver = Driver(chat_format)
+    first, sampled = driver.call(conv([SYSTEM, TASK]), bash_reply("ls"))
+    (tip,) = driver.splicer.tips("ro")
+    assert tip.ids.itemsize == 4 and tip.ids.tolist() == first.prompt_ids + sampled
+    assert tip.prompt_ids == first.prompt_ids
