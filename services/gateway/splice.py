@@ -31,6 +31,8 @@ Rules (DESIGN §2), applied to a new call with messages ``M`` and tools ``T``, m
    render is tokenized incrementally against the previous call's (``Splicer.retemplate``).
 4. Two calls racing to extend the same tip: the first to commit extends it; the other becomes a ``retry`` fork with
    its full prompt as the new chain's first segment (the ids the model saw are kept either way).
+5. Tips live in the gateway process, keyed by rollout key: a gateway restart mid-rollout, or a second gateway
+   process serving the same rollout, starts a new root chain for the calls that follow (recorded, never mixed).
 """
 
 from __future__ import annotations
