@@ -13,13 +13,14 @@ once.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import web
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from shared.models import Rollout
+from shared.models import Rollout, Run
 
 CLOSED_STATUSES = ("finished", "grading", "graded", "failed")
 PATH_KEY = "rollout_key"
@@ -35,6 +36,8 @@ class BoundRollout:
     run_id: str
     harness: str
     rollout_key: str
+    sampling: dict[str, Any] = field(default_factory=dict)
+    """The run's ``config.sampling`` (temperature, top_p, max_tokens) that overrides the harness's request."""
 
     @property
     def session(self) -> str:
@@ -77,16 +80,18 @@ class RolloutDirectory:
         async with self.sessions() as session:
             row = (
                 await session.execute(
-                    select(Rollout.id, Rollout.run_id, Rollout.harness, Rollout.status).where(
-                        Rollout.rollout_key == key
+                    select(
+                        Rollout.id, Rollout.run_id, Rollout.harness, Rollout.status, Run.config["sampling"]
                     )
+                    .join(Run, Run.id == Rollout.run_id)
+                    .where(Rollout.rollout_key == key)
                 )
             ).first()
         if row is None:
             raise BindingError("unknown rollout key; this gateway only serves rollouts it was given")
         if row.status in CLOSED_STATUSES:
             raise BindingError(f"rollout {row.id} is {row.status}; it takes no more model calls")
-        bound = BoundRollout(row.id, row.run_id, row.harness, key)
+        bound = BoundRollout(row.id, row.run_id, row.harness, key, row[4] or {})
         self._cache[key] = (time.monotonic() + self.ttl_s, bound)
         if len(self._cache) > 65536:
             self._cache.clear()

@@ -126,15 +126,22 @@ class ModelCall:
         requested = len(plan.prompt_ids)
         if requested >= limit:
             raise context_length_error(self.adapter, limit, requested)
+        # The run's sampling settings win over what the harness asks for: the learner's importance ratios assume
+        # the policy sampled at the run's temperature/top_p, and the run caps every completion's length.
+        run_sampling = self.rollout.sampling
         budget = conversation.max_tokens or state.settings.default_max_tokens
+        if run_sampling.get("max_tokens"):
+            budget = min(budget, int(run_sampling["max_tokens"]))
+        temperature = run_sampling.get("temperature", conversation.temperature)
+        top_p = run_sampling.get("top_p", conversation.top_p)
         if state.measure_drift and state.splicer.mode == "splice":
             self._drift = asyncio.create_task(asyncio.to_thread(state.splicer.drift, conversation, plan))
         self.timings.upstream_sent = time.monotonic()
         client = state.upstream.client_for(self.rollout.rollout_id)
         sampling: dict[str, Any] = {
             "max_tokens": max(1, min(budget, limit - requested)),
-            "temperature": 1.0 if conversation.temperature is None else conversation.temperature,
-            "top_p": 1.0 if conversation.top_p is None else conversation.top_p,
+            "temperature": 1.0 if temperature is None else float(temperature),
+            "top_p": 1.0 if top_p is None else float(top_p),
             "extra_sampling": {"stop": conversation.stop} if conversation.stop else None,
         }
         # A streaming caller gets text as it is sampled; a plain one waits for the whole reply anyway, and one

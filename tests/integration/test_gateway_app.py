@@ -462,3 +462,30 @@ def test_gemini_stream_without_alt_sse_is_a_json_array(gateway_server, scripted_
     assert any("functionCall" in p for p in parts)
     (call,) = calls_of(db, ref.rollout_id)
     assert call.stream and call.provider_api == "gemini"
+
+
+def test_run_sampling_settings_override_the_harness_request(
+    gateway_server, scripted_policy, make_rollout, db
+):  # type: ignore[no-untyped-def]
+    from sqlalchemy import update
+
+    from shared.models import Run
+
+    ref = make_rollout()
+    with session_scope(db) as session:
+        session.execute(
+            update(Run)
+            .where(Run.id == ref.run_id)
+            .values(config={"sampling": {"temperature": 0.5, "top_p": 0.9, "max_tokens": 7}})
+        )
+    body = chat_body(max_tokens=500, temperature=1.3)
+    response = httpx.post(
+        gateway_server.url + "/v1/chat/completions",
+        json=body,
+        headers={"Authorization": f"Bearer {ref.rollout_key}"},
+        timeout=30,
+    )
+    assert response.status_code == 200, response.text
+    sampling = scripted_policy.requests[-1]["sampling"]
+    assert sampling["max_tokens"] == 7  # the run's cap beats the harness's 500
+    assert sampling["temperature"] == 0.5 and sampling["top_p"] == 0.9
