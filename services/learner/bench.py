@@ -10,8 +10,10 @@ computed token, attention over each token's real context — its depth — and t
 token is predicted; backward = 2x forward), the step time (forward+backward of the GRPO loss), the peak memory
 above the loaded model, and the ratios between strategies. Step time is the learner process's CPU time: the
 learner runs single-threaded (``OMP_NUM_THREADS=1``), so CPU seconds measure its work even when other processes
-share the cores; wall time is reported next to it. Each strategy runs in a fresh process so its peak memory is
-its own.
+share the cores; wall time is reported next to it. With ``--repeats N`` the strategies run in N interleaved rounds
+and each keeps its fastest, so a burst of load from other processes hits all of them alike. Peak memory is
+sampled during each strategy's run, above the level just before it (freed heap returned to the OS first); each
+model config runs in a fresh process.
 
 ``per_request`` recomputes every turn's whole prompt and takes minutes at a 4k prefix; it is measured on the
 sequences of one rollout and multiplied by the number of rollouts. That scaling is exact by count: every rollout
@@ -25,13 +27,15 @@ reported as a share of the step time.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import io
 import json
 import multiprocessing
 import os
-import resource
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -183,8 +187,40 @@ def _rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def measure(model_name: str, shape: WorkloadShape, strategy: str) -> Measurement:
-    """One strategy, in this process: load + plan, then forward+backward of the GRPO loss."""
+class PeakRss:
+    """Peak resident memory during a block, above the level at its start (sampled every 5 ms).
+
+    Freed heap is handed back to the OS first (``malloc_trim``) so one strategy's leftovers do not hide the next
+    one's peak.
+    """
+
+    def __enter__(self) -> PeakRss:
+        with contextlib.suppress(OSError):
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        self.baseline = self.peak = _rss_bytes()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.005):
+            self.peak = max(self.peak, _rss_bytes())
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _rss_bytes())
+
+    @property
+    def above_baseline(self) -> int:
+        return self.peak - self.baseline
+
+
+def measure_model(model_name: str, shape: WorkloadShape, repeats: int) -> list[Measurement]:
+    """Every strategy on one model, in this process. Repeats run the strategies interleaved (a round of each,
+    then the next round) and keep each one's fastest round, so a burst of load on a shared machine hits all
+    strategies alike and does not decide a ratio."""
     import torch
 
     from services.learner import grpo, reconstruct
@@ -192,85 +228,97 @@ def measure(model_name: str, shape: WorkloadShape, strategy: str) -> Measurement
 
     torch.set_num_threads(1)
     model = build_model(model_name)
-    config = grpo.GRPOConfig(strategy=strategy)  # type: ignore[arg-type]
+    config = grpo.GRPOConfig()
     source = harness_batch(shape, seed=0)
-    # Warm-up on a small batch: first-call kernel setup is not part of a step.
-    warm = TrainingBatch(grpo.with_advantages(harness_batch(QUICK, seed=1).rollouts, config))
-    reconstruct.compute(model, warm, strategy, grpo.TokenObjective(warm, config, torch.device("cpu")))
-    model.zero_grad(set_to_none=True)
     with tempfile.TemporaryDirectory(prefix="harnessrl-bench-") as tmp:
         _segments_to_store(source, Path(tmp))
         started = time.perf_counter()
         loaded = _load_batch(source, Path(tmp))
         load_s = time.perf_counter() - started
-    started = time.perf_counter()
     batch = TrainingBatch(grpo.with_advantages(loaded.rollouts, config))
-    units = reconstruct.plan(batch, strategy)
-    plan_s = time.perf_counter() - started
-    flops = analytic_flops(units, model.config)
-    tokens = sum(u.n_tokens for u in units)
-    measured = units
-    scale = 1.0
-    if strategy == "per_request":
-        lengths = {len(c.ids) for c in batch.chains}
-        if len(lengths) != 1 or any(len(r.chains) != 1 for r in batch.rollouts):
-            raise RuntimeError("per_request scaling needs identically shaped rollouts of one chain each")
-        measured = units[: shape.turns]  # the first rollout's calls
-        scale = len(units) / len(measured)
     objective = grpo.TokenObjective(batch, config, torch.device("cpu"))
-    baseline = _rss_bytes()
-    cpu0, wall0 = time.process_time(), time.perf_counter()
-    reconstruct.compute(model, batch, strategy, objective, units=measured)
-    cpu_s, wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return Measurement(
-        strategy,
-        tokens,
-        flops,
-        cpu_s * scale,
-        wall_s * scale,
-        max(0, peak - baseline),
-        load_s,
-        plan_s,
-        1 / scale,
-    )
+    warm = TrainingBatch(grpo.with_advantages(harness_batch(QUICK, seed=1).rollouts, config))
+    plans: dict[str, Any] = {}
+    for strategy in reconstruct.STRATEGIES:
+        started = time.perf_counter()
+        units = reconstruct.plan(batch, strategy)
+        plan_s = time.perf_counter() - started
+        measured, scale = units, 1.0
+        if strategy == "per_request":
+            if len({len(c.ids) for c in batch.chains}) != 1 or any(
+                len(r.chains) != 1 for r in batch.rollouts
+            ):
+                raise RuntimeError("per_request scaling needs identically shaped rollouts of one chain each")
+            measured = units[: shape.turns]  # the first rollout's calls
+            scale = len(units) / len(measured)
+        plans[strategy] = (units, measured, scale, plan_s)
+        # Warm-up on a small batch: first-call kernel set-up is not part of a step.
+        reconstruct.compute(model, warm, strategy, grpo.TokenObjective(warm, config, torch.device("cpu")))
+    best: dict[str, tuple[float, float]] = {}
+    peaks: dict[str, int] = {}
+    for _ in range(repeats):
+        for strategy, (_units, measured, scale, _plan_s) in plans.items():
+            model.zero_grad(set_to_none=True)
+            with PeakRss() as rss:
+                cpu0, wall0 = time.process_time(), time.perf_counter()
+                reconstruct.compute(model, batch, strategy, objective, units=measured)
+                cpu_s, wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
+            if strategy not in best or cpu_s * scale < best[strategy][0]:
+                best[strategy] = (cpu_s * scale, wall_s * scale)
+            peaks[strategy] = max(peaks.get(strategy, 0), rss.above_baseline)
+    return [
+        Measurement(
+            strategy,
+            sum(u.n_tokens for u in units),
+            analytic_flops(units, model.config),
+            best[strategy][0],
+            best[strategy][1],
+            peaks[strategy],
+            load_s,
+            plan_s,
+            1 / scale,
+        )
+        for strategy, (units, _measured, scale, plan_s) in plans.items()
+    ]
 
 
-def _child(args: tuple[str, WorkloadShape, str], queue: Any) -> None:
+def _child(args: tuple[str, WorkloadShape, int], queue: Any) -> None:
     try:
-        queue.put(("ok", asdict(measure(*args))))
+        queue.put(("ok", [asdict(m) for m in measure_model(*args)]))
     except BaseException as exc:  # report to the parent instead of dying silently
         queue.put(("error", f"{type(exc).__name__}: {exc}"))
 
 
-def measure_isolated(model_name: str, shape: WorkloadShape, strategy: str) -> Measurement:
+def measure_isolated(model_name: str, shape: WorkloadShape, repeats: int) -> list[Measurement]:
+    """``measure_model`` in a fresh process: each model's memory and allocator state are its own."""
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
-    process = context.Process(target=_child, args=((model_name, shape, strategy), queue))
+    process = context.Process(target=_child, args=((model_name, shape, repeats), queue))
     process.start()
     status, payload = queue.get()
     process.join()
     if status != "ok":
-        raise RuntimeError(f"{model_name}/{strategy}: {payload}")
-    return Measurement(**payload)
+        raise RuntimeError(f"{model_name}: {payload}")
+    return [Measurement(**m) for m in payload]
 
 
-def run_bench(shape: WorkloadShape, models: list[str], progress: Any = None) -> dict[str, Any]:
+def run_bench(
+    shape: WorkloadShape, models: list[str], progress: Any = None, repeats: int = 1
+) -> dict[str, Any]:
     from services.learner import reconstruct
 
     lower_bound = reconstruct.trie_lower_bound(harness_batch(shape, seed=0))
     results: dict[str, Any] = {
         "machine": "this VM: 2-core x86-64 CPU shared with other processes, torch CPU, OMP_NUM_THREADS=1",
         "workload": asdict(shape),
+        "repeats": repeats,
         "trie_lower_bound_tokens": lower_bound,
         "models": {},
     }
     for name in models:
-        rows = {}
-        for strategy in reconstruct.STRATEGIES:
-            if progress:
-                progress(f"{name}: {strategy} ...")
-            rows[strategy] = asdict(measure_isolated(name, shape, strategy))
+        if progress:
+            progress(f"{name}: {', '.join(reconstruct.STRATEGIES)} x {repeats} round(s) ...")
+        rows = {m.strategy: asdict(m) for m in measure_isolated(name, shape, repeats)}
         trie = rows["trie"]
         ratios = {}
         for other in ("per_request", "prefix_merging"):
@@ -332,13 +380,18 @@ def render(results: dict[str, Any]) -> str:
     help="Model config(s); default both.",
 )
 @click.option("--prefix-tokens", type=int, default=None, help="Override the shared prefix length.")
-def bench_learner(quick: bool, as_json: bool, models: tuple[str, ...], prefix_tokens: int | None) -> None:
+@click.option(
+    "--repeats", type=click.IntRange(1, 10), default=1, help="Interleaved rounds; the fastest counts."
+)
+def bench_learner(
+    quick: bool, as_json: bool, models: tuple[str, ...], prefix_tokens: int | None, repeats: int
+) -> None:
     """Tokens, FLOPs, step time and memory of per_request vs prefix_merging vs trie reconstruction."""
     os.environ["OMP_NUM_THREADS"] = "1"
     shape = QUICK if quick else FULL
     if prefix_tokens is not None:
         shape = replace(shape, prefix_tokens=prefix_tokens)
     progress = None if as_json else (lambda msg: click.echo(msg, err=True))
-    results = run_bench(shape, list(models) or sorted(MODEL_CONFIGS), progress)
+    results = run_bench(shape, list(models) or sorted(MODEL_CONFIGS), progress, repeats)
     click.echo(json.dumps(results) if as_json else render(results))
     sys.stdout.flush()
