@@ -320,7 +320,15 @@ def test_killed_services_are_reported_and_the_run_resumes(suite: Any) -> None:
         for name in ("runner", "gateway", "api", "grader", learner, "inference"):
             if f"SERVICE DOWN: {name} exited with signal 9 (SIGKILL)" not in log:
                 problems.append(f"{name}'s death is not in the combined log")
-        assert not problems, "\n".join(problems) + "\nevents:\n" + "\n".join(suite.supervisor.events)
+        with engine.connect() as conn:
+            failed = conn.execute(
+                select(Rollout.id, Group.step, Rollout.error)
+                .join(Group, Group.id == Rollout.group_id)
+                .where(Rollout.run_id == run_id, Rollout.status == "failed")
+            ).all()
+        context = "\nfailed rollouts (allowed, each with its reason):\n" + "\n".join(map(str, failed))
+        context += "\nevents:\n" + "\n".join(suite.supervisor.events)
+        assert not problems, "\n".join(problems) + context
     finally:
         client.close()
         engine.dispose()
