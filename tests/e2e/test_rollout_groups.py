@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select, text
@@ -112,8 +113,6 @@ def test_sigkilled_runner_mid_rollout_is_retried_without_duplicates(  # type: ig
     killed, celery_workers, scripted_gateway, scripted_policy, solvable_task, settings, db, store, redis_client,
     make_rollouts,
 ):  # fmt: skip
-    import psutil
-
     env = {"HARNESSRL_GATEWAY_SOCKET": str(scripted_gateway.socket), **FAST_REDELIVERY_ENV}
     runner = celery_workers("services.runner.tasks", [ROLLOUTS_QUEUE], env)
     grader = celery_workers("services.grader.tasks", ["grading"], env)
@@ -130,8 +129,9 @@ def test_sigkilled_runner_mid_rollout_is_retried_without_duplicates(  # type: ig
     if killed == "pool process":
         # The process running the rollout dies as the OOM killer would kill it: SIGKILL, no cleanup. Its sandbox
         # dies with it (bwrap --die-with-parent); the worker's main process requeues the unacknowledged message.
-        [pool_process] = psutil.Process(runner.proc.pid).children()
-        os.kill(pool_process.pid, signal.SIGKILL)
+        children = Path(f"/proc/{runner.proc.pid}/task/{runner.proc.pid}/children").read_text().split()
+        [pool_pid] = [int(pid) for pid in children]
+        os.kill(pool_pid, signal.SIGKILL)
     else:
         # The whole worker (main and pool processes) dies; a new worker gets the message back from the broker
         # once the visibility timeout has passed.
