@@ -1,5 +1,6 @@
-"""End-to-end fixtures: the real gateway as its own process (TCP + Unix socket) in front of an upstream, and a
-runner environment (settings pointing at that gateway's socket, a sandbox) for running real harness CLIs."""
+"""End-to-end fixtures of the runner: the real gateway as its own process (TCP + Unix socket) in front of an
+upstream, whose ``.settings`` point the runner at that gateway's socket, and a bundled task with scripts that solve
+or fail it. (``sandbox`` comes from ``tests/fixtures/rollouts.py``.)"""
 
 from __future__ import annotations
 
@@ -83,13 +84,6 @@ def dead_upstream_gateway(settings, settings_env, tiny_model_dir, data_dir) -> I
     )
     yield gateway
     stop_process(gateway.proc)
-
-
-@pytest.fixture(scope="session")
-def sandbox(settings):  # type: ignore[no-untyped-def]
-    from shared.sandbox import Sandbox
-
-    return Sandbox(settings)
 
 
 @pytest.fixture(scope="session")
