@@ -16,6 +16,7 @@ import argparse
 import json
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -114,20 +115,33 @@ def run_tool(name: str, arguments: str, timeout_s: float) -> str:
     return f"error: unknown tool {name!r}; available: bash, read, write"
 
 
-def chat(base_url: str, api_key: str, body: dict, timeout_s: float) -> dict:
+def chat(base_url: str, api_key: str, body: dict, timeout_s: float, reconnect_s: float = 60.0) -> dict:
+    """One chat call. A refused or reset connection (the gateway restarting) is retried with backoff for up to
+    ``reconnect_s``; any HTTP answer, errors included, is final, so an upstream outage or a wrong key still
+    fails fast."""
     request = urllib.request.Request(
         base_url.rstrip("/") + "/chat/completions",
         data=json.dumps(body).encode(),
         headers={"Content-Type": "application/json", "Authorization": f"Bearer {api_key}"},
         method="POST",
     )
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            return json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        raise ApiError(f"HTTP {exc.code}: {exc.read()[:500].decode(errors='replace')}") from None
-    except (urllib.error.URLError, OSError, json.JSONDecodeError) as exc:
-        raise ApiError(f"request failed: {exc}") from None
+    deadline = time.monotonic() + reconnect_s
+    delay_s = 0.5
+    while True:
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            raise ApiError(f"HTTP {exc.code}: {exc.read()[:500].decode(errors='replace')}") from None
+        except (urllib.error.URLError, ConnectionError) as exc:
+            reason = getattr(exc, "reason", exc)
+            if not isinstance(reason, ConnectionError) or time.monotonic() + delay_s > deadline:
+                raise ApiError(f"request failed: {exc}") from None
+            print(f"reference agent: {exc}; retrying in {delay_s:.1f}s", file=sys.stderr)
+            time.sleep(delay_s)
+            delay_s = min(delay_s * 2, 5.0)
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ApiError(f"request failed: {exc}") from None
 
 
 def run_agent(args: argparse.Namespace) -> int:
@@ -138,7 +152,7 @@ def run_agent(args: argparse.Namespace) -> int:
     for turn in range(1, args.max_turns + 1):
         body = {"model": args.model, "messages": messages, "tools": TOOLS, "max_tokens": args.max_tokens}
         try:
-            reply = chat(args.base_url, args.api_key, body, args.request_timeout_s)
+            reply = chat(args.base_url, args.api_key, body, args.request_timeout_s, args.reconnect_s)
             message = reply["choices"][0]["message"]
         except ApiError as exc:
             print(f"reference agent: API error: {exc}", file=sys.stderr)
@@ -173,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=1024)
     parser.add_argument("--tool-timeout-s", type=float, default=120.0)
     parser.add_argument("--request-timeout-s", type=float, default=600.0)
+    parser.add_argument(
+        "--reconnect-s", type=float, default=60.0, help="How long to retry a refused/reset connection."
+    )
     parser.add_argument("instruction")
     return run_agent(parser.parse_args(argv))
 
