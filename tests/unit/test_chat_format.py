@@ -27,7 +27,10 @@ def _call(name: str, arguments: dict | str, kind: str = "function") -> Message:
 
 HISTORIES = {
     "tool_result": [Message("tool", "a\nb  é 🙂", tool_call_id="c1")],
-    "two_tool_results": [Message("tool", "one", tool_call_id="c1"), Message("tool", "two", tool_call_id="c2")],
+    "two_tool_results": [
+        Message("tool", "one", tool_call_id="c1"),
+        Message("tool", "two", tool_call_id="c2"),
+    ],
     "user_turn": [Message("user", "and now?")],
     "tool_then_user": [Message("tool", "x", tool_call_id="c1"), Message("user", "  spaced  \n")],
     "system_mid": [Message("system", "reminder"), Message("user", "go")],
@@ -36,7 +39,9 @@ HISTORIES = {
 
 @pytest.mark.parametrize("history", sorted(HISTORIES))
 @pytest.mark.parametrize("tools", [[], [BASH, PATCH]], ids=["no_tools", "tools"])
-def test_suffix_ids_equal_whole_minus_prefix(chat_format: ChatFormat, history: str, tools: list[ToolSpec]) -> None:
+def test_suffix_ids_equal_whole_minus_prefix(
+    chat_format: ChatFormat, history: str, tools: list[ToolSpec]
+) -> None:
     head = [Message("system", "You are terse."), Message("user", "list files")]
     reply = _call("bash", {"command": "ls -la"}) if tools else Message("assistant", "Sure: ls")
     whole = Conversation("openai_chat", head + [reply] + HISTORIES[history], tools)

@@ -16,13 +16,19 @@ TOOLS = [
         "exec",
         parameters={
             "type": "object",
-            "properties": {"cmd": {"type": "string"}, "timeout": {"type": "integer"}, "flags": {"type": "array"}},
+            "properties": {
+                "cmd": {"type": "string"},
+                "timeout": {"type": "integer"},
+                "flags": {"type": "array"},
+            },
         },
     ),
     ToolSpec("apply_patch", kind="custom"),
 ]
 
-HERMES = 'Let me look.\n<tool_call>\n{"name": "exec", "arguments": {"cmd": "ls -la", "timeout": 5}}\n</tool_call>'
+HERMES = (
+    'Let me look.\n<tool_call>\n{"name": "exec", "arguments": {"cmd": "ls -la", "timeout": 5}}\n</tool_call>'
+)
 XML = (
     "<tool_call>\n<function=exec>\n<parameter=cmd>\nprintf 'a\\nb'\n</parameter>\n"
     "<parameter=timeout>\n7\n</parameter>\n<parameter=flags>\n[1, 2]\n</parameter>\n</function>\n</tool_call>"
@@ -119,7 +125,9 @@ def test_whitespace_around_a_call_is_not_text() -> None:
     assert not [e for e in events if isinstance(e, TextDelta)]
 
 
-@given(st.text(alphabet=st.sampled_from(list("<>/{}\"=:tool_cafunctionpm x\n")), max_size=80), st.integers(1, 9))
+@given(
+    st.text(alphabet=st.sampled_from(list('<>/{}"=:tool_cafunctionpm x\n')), max_size=80), st.integers(1, 9)
+)
 def test_any_text_is_split_losslessly(text: str, step: int) -> None:
     """Whatever the model samples, text + raw failed blocks + calls account for it; nothing raises."""
     whole, _ = run(text)
