@@ -6,11 +6,14 @@ the learner reads it as a member of the consumer group ``learner`` and acks an e
 drop decision) that used it has committed.
 
 One step, in order:
-  1. collect up to ``groups_per_step`` trainable groups. A group already ``consumed`` (a redelivered entry) is
-     only acked; a group whose oldest token is more than ``max_policy_lag`` versions old is dropped (stale); a
-     group with zero reward variance carries no GRPO signal and is counted, not trained; a group whose token
-     arrays are missing or inconsistent is set aside with its reason (``loader.py``). The rest is the batch.
-  2. GRPO update (``grpo.grpo_step``) with the run's reconstruction strategy.
+  1. collect one sampling step: ``groups_per_step`` newly decided groups (the api sets it to the groups of one
+     sampling step). A group already ``consumed`` (a redelivered entry) is only acked; a group whose oldest
+     token is more than ``max_policy_lag`` versions old is dropped (stale); a group with zero reward variance
+     carries no GRPO signal and is counted, not trained; a group whose token arrays are missing or
+     inconsistent is set aside with its reason (``loader.py``). The rest is the batch.
+  2. GRPO update (``grpo.grpo_step``) with the run's reconstruction strategy — or, when no group has signal,
+     no update: the step still commits and publishes a version (unchanged weights), so every sampling step
+     yields exactly one learner step and one policy version, and the run moves on.
   3. write ``weights/<run>/<version>/model.safetensors`` and the checkpoint (``checkpoint.py``);
   4. one transaction: ``steps`` row with the metrics, ``weights`` row, groups → ``consumed`` (set-aside ones →
      ``failed``, the reason on each rollout's ``meta.learner_set_aside``), ``runs.policy_version``. This commit is
@@ -74,10 +77,17 @@ class Collected:
     zero_variance: list[str] = field(default_factory=list)
     set_aside: list[tuple[str, str]] = field(default_factory=list)
     redelivered: list[str] = field(default_factory=list)
+    untrained_rewards: list[float] = field(default_factory=list)
+    """Rewards of the stale and zero-variance groups (reported on the step, not trained on)."""
 
     @property
     def decided(self) -> bool:
         return bool(self.entries)
+
+    @property
+    def n_new(self) -> int:
+        """Groups decided for the first time (trained, dropped or set aside), redeliveries excluded."""
+        return len(self.trainable) + len(self.stale) + len(self.zero_variance) + len(self.set_aside)
 
 
 @dataclass
@@ -85,6 +95,23 @@ class StepReport:
     step: int
     policy_version: int
     metrics: dict[str, Any]
+
+
+def _untrained_metrics(rewards: list[float]) -> dict[str, Any]:
+    """Step metrics of a step that trained nothing."""
+    r = np.asarray(rewards, np.float64)
+    return {
+        "loss": 0.0,
+        "clip_fraction": 0.0,
+        "kl": 0.0,
+        "kl_behavior": 0.0,
+        "reward_mean": float(r.mean()) if len(r) else 0.0,
+        "reward_std": float(r.std()) if len(r) else 0.0,
+        "tokens_computed": 0.0,
+        "loss_tokens": 0.0,
+        "step_time_s": 0.0,
+        "no_update": True,
+    }
 
 
 class Learner:
@@ -128,6 +155,8 @@ class Learner:
                     f"run {run_id} committed step {last_step} but its checkpoint is missing"
                 ) from None
         self.carry = {"groups_stale": 0, "groups_zero_variance": 0, "groups_set_aside": 0}
+        self._run_checked_at = float("-inf")
+        self._run_over = False
         if self.rank > 0:
             return  # followers only train on what rank 0 broadcasts
         self.consumer = GroupStreamConsumer(
@@ -191,27 +220,49 @@ class Learner:
                 return
         if self.state.policy_version - loaded.oldest_version > self.config.max_policy_lag:
             collected.stale.append(group_id)
+            collected.untrained_rewards.extend(loaded.rewards)
         elif float(np.std(loaded.rewards)) == 0.0:
             collected.zero_variance.append(group_id)
+            collected.untrained_rewards.extend(loaded.rewards)
         else:
             collected.trainable.append(loaded)
 
-    def collect(self, wait_s: float) -> Collected:
-        """Read entries until ``groups_per_step`` trainable groups are in hand or ``wait_s`` passes."""
+    def collect(self, wait_s: float, fill_timeout_s: float = 3600.0) -> Collected:
+        """Read one sampling step's worth of groups: ``groups_per_step`` groups decided (trainable, stale, without
+        variance, or set aside). Gives up after ``wait_s`` if nothing new arrived; once the first group is in,
+        waits up to ``fill_timeout_s`` for the rest (its siblings are still being rolled out and graded), unless
+        the learner is stopping or the run is over."""
         collected = Collected()
         deadline = time.monotonic() + wait_s
-        while len(collected.trainable) < self.config.groups_per_step and not self.stopping:
-            want = self.config.groups_per_step - len(collected.trainable)
+        while collected.n_new < self.config.groups_per_step and not self.stopping:
+            want = self.config.groups_per_step - collected.n_new
             if self.backlog:
                 entries, self.backlog = self.backlog[:want], self.backlog[want:]
             else:
                 remaining_ms = int((deadline - time.monotonic()) * 1000)
                 if remaining_ms <= 0:
-                    break
+                    if collected.n_new == 0 or self.run_over():
+                        break
+                    deadline = time.monotonic() + fill_timeout_s
+                    continue
                 entries = self._read_new(want, min(remaining_ms, 1000))
+            had_new = collected.n_new
             for entry in entries:
                 self._classify(entry, collected)
+            if had_new == 0 and collected.n_new > 0:
+                deadline = time.monotonic() + fill_timeout_s
         return collected
+
+    def run_over(self) -> bool:
+        """Whether the run has ended (completed, stopped or failed): then no more groups will come."""
+        now = time.monotonic()
+        if now - self._run_checked_at < 5.0:
+            return self._run_over
+        self._run_checked_at = now
+        with session_scope(self.sessions) as session:
+            status = session.scalar(select(Run.status).where(Run.id == self.run_id))
+        self._run_over = status in (None, "completed", "stopped", "failed")
+        return self._run_over
 
     # --- committing ------------------------------------------------------------------------------------------
     def _mark_groups(self, session: Any, collected: Collected, now: datetime) -> None:
@@ -250,15 +301,31 @@ class Learner:
         started = time.perf_counter()
         self._count(collected)
         rollouts = [r for g in collected.trainable for r in g.rollouts]
-        batch = TrainingBatch(grpo.with_advantages(rollouts, self.config))
-        if self.world_size > 1:
-            broadcast(("step", batch), self.rank)
-        result = grpo.grpo_step(
-            self.model, self.optimizer, batch, self.config, self.reference, rank=0, world_size=self.world_size
-        )
         step, version = self.state.step + 1, self.state.policy_version + 1
-        versions = batch.per_loss_token()["policy_version"]
-        lag = float((self.state.policy_version - versions).mean()) if len(versions) else 0.0
+        if rollouts:
+            batch = TrainingBatch(grpo.with_advantages(rollouts, self.config))
+            if self.world_size > 1:
+                broadcast(("step", batch), self.rank)
+            result = grpo.grpo_step(
+                self.model,
+                self.optimizer,
+                batch,
+                self.config,
+                self.reference,
+                rank=0,
+                world_size=self.world_size,
+            )
+            m = result.metrics
+            versions = batch.per_loss_token()["policy_version"]
+            lag = float((self.state.policy_version - versions).mean()) if len(versions) else 0.0
+        else:
+            # A sampling step whose groups all lack signal (no reward variance, stale, or set aside): no update,
+            # but still one committed step and one version, so versions count steps and the scheduler and
+            # inference move on exactly as after a real update (the published weights are unchanged).
+            if self.world_size > 1:
+                broadcast(("empty", None), self.rank)
+            m = _untrained_metrics(collected.untrained_rewards)
+            lag = 0.0
         published = put_weights(self.store, self.run_id, version, self.model)
         new_state = LearnerState(
             step=step,
@@ -267,7 +334,6 @@ class Learner:
             last_entry_id=collected.entries[-1].entry_id if collected.entries else self.state.last_entry_id,
         )
         save_checkpoint(self.store, self.run_id, self.model, self.optimizer, new_state)
-        m = result.metrics
         metrics = {
             **m,
             "kl_reference": m["kl"],
@@ -322,9 +388,9 @@ class Learner:
     # --- the loop --------------------------------------------------------------------------------------------
     def step_once(self, wait_s: float = 5.0) -> StepReport | None:
         collected = self.collect(wait_s)
-        if collected.trainable:
+        if collected.n_new:
             return self.train(collected)
-        if collected.decided:
+        if collected.decided:  # only redelivered entries: ack them
             self.commit_drops(collected)
         return None
 
@@ -335,6 +401,11 @@ class Learner:
             kind, batch = broadcast(None, self.rank)
             if kind == "stop":
                 return steps
+            if kind == "empty":  # rank 0 committed a step without an update
+                self.state.step += 1
+                self.state.policy_version += 1
+                steps += 1
+                continue
             grpo.grpo_step(
                 self.model,
                 self.optimizer,
@@ -374,6 +445,9 @@ class Learner:
                     flush=True,
                 )
             elif idle_exit_s is not None and time.monotonic() - idle_since > idle_exit_s:
+                break
+            elif self.run_over():
+                print(f"run {self.run_id} is over; learner exits", flush=True)
                 break
         return steps
 

@@ -28,7 +28,7 @@ def _pending(redis_client, run_id: str) -> int:  # type: ignore[no-untyped-def]
 def test_step_trains_publishes_and_sets_aside_bad_groups(  # type: ignore[no-untyped-def]
     settings, db, store, redis_client, learner_run, tiny_model_dir
 ) -> None:
-    run = learner_run(groups_per_step=2)
+    run = learner_run(groups_per_step=5)  # one sampling step of five groups: 2 good, 1 flat, 2 corrupt
     flat = run.add_group([1.0, 1.0, 1.0, 1.0], seed=3)
     missing = run.add_group([1.0, 0.0, 0.0, 0.0], seed=4, corrupt="missing")
     lengths = run.add_group([1.0, 0.0, 0.0, 0.0], seed=5, corrupt="lengths")
@@ -86,8 +86,9 @@ def test_step_trains_publishes_and_sets_aside_bad_groups(  # type: ignore[no-unt
 def test_stale_groups_are_dropped_and_redelivered_groups_not_retrained(  # type: ignore[no-untyped-def]
     settings, db, redis_client, learner_run
 ) -> None:
-    run = learner_run(groups_per_step=1, max_policy_lag=0)
+    run = learner_run(groups_per_step=2, max_policy_lag=0)
     first = run.add_group([1.0, 0.0, 0.0, 0.0], seed=1)
+    run.add_group([0.0, 0.0, 1.0, 0.0], seed=4)
     learner = Learner(settings, run.run_id, consumer="c1")
     try:
         assert learner.step_once(wait_s=5) is not None
@@ -175,3 +176,42 @@ def test_killed_learner_resumes_exactly(settings, settings_env, db, learner_run)
     assert "step 3 version 3" in restart.stdout
     for version in (1, 2, 3):
         assert _weights_sha(db, resumed.run_id, version) == _weights_sha(db, reference.run_id, version)
+
+
+def test_a_step_without_signal_still_commits_one_version(settings, db, store, learner_run) -> None:  # type: ignore[no-untyped-def]
+    """Every sampling step yields one learner step: with no reward variance anywhere (a random policy that
+    never solves a task), the learner commits a step and publishes a version with unchanged weights."""
+    run = learner_run(groups_per_step=2)
+    flat = [run.add_group([0.0] * 4, seed=1), run.add_group([0.0] * 4, seed=2)]
+    learner = Learner(settings, run.run_id, consumer="c1")
+    try:
+        before = {k: v.detach().clone() for k, v in learner.model.state_dict().items()}
+        report = learner.step_once(wait_s=5)
+        after = learner.model.state_dict()
+    finally:
+        learner.close()
+    assert report is not None and (report.step, report.policy_version) == (1, 1)
+    assert report.metrics["no_update"] is True
+    assert all((before[k] == after[k]).all() for k in before)
+    with session_scope(db) as session:
+        step = session.scalars(select(Step).where(Step.run_id == run.run_id)).one()
+        assert (step.groups_trained, step.groups_zero_variance, step.tokens) == (0, 2, 0)
+        assert {session.get(Group, g).status for g in flat} == {"consumed"}
+        assert session.get(Run, run.run_id).policy_version == 1
+        weight = session.scalars(select(Weight).where(Weight.run_id == run.run_id)).one()
+    assert store.exists(weight.object_key)
+
+
+def test_learner_exits_when_its_run_is_over(settings, db, learner_run) -> None:  # type: ignore[no-untyped-def]
+    from sqlalchemy import update
+
+    run = learner_run(groups_per_step=1)
+    with session_scope(db) as session:
+        session.execute(update(Run).where(Run.id == run.run_id).values(status="completed"))
+    learner = Learner(settings, run.run_id, consumer="c1")
+    started = time.monotonic()
+    try:
+        steps = learner.run()
+    finally:
+        learner.close()
+    assert steps == 0 and time.monotonic() - started < 30
