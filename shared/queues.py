@@ -50,3 +50,18 @@ def make_celery(settings: Settings, name: str = "harnessrl", *, restore_interval
         worker_send_task_events=False,
     )
     return app
+
+
+def worker_argv(queue: str, concurrency: int, hostname: str, loglevel: str = "info") -> list[str]:
+    """``celery worker`` arguments for one of our queues (prefork pool, no gossip/mingle/heartbeat chatter)."""
+    return [
+        "worker",
+        "--pool=prefork",
+        f"--concurrency={concurrency}",
+        f"--hostname={hostname}",
+        f"--queues={queue}",
+        f"--loglevel={loglevel}",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+    ]

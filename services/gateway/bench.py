@@ -24,7 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ import numpy as np
 
 from services.gateway.chat_format import ChatFormat
 from services.gateway.conversation import Conversation, Message
+from shared.scratch_db import scratch_database
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FILLER = (
@@ -65,29 +65,6 @@ def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 90.0)
             return
         time.sleep(0.2)
     raise click.ClickException(f"{url} did not come up in {timeout_s}s")
-
-
-@contextlib.contextmanager
-def scratch_database(database_url: str) -> Iterator[str]:
-    """A fresh migrated database on the settings' Postgres server, dropped afterwards."""
-    import psycopg
-    from sqlalchemy import make_url
-
-    from shared import migrate
-
-    url = make_url(database_url)
-    name = f"harnessrl_bench_{os.getpid()}"
-    admin_url = url.set(drivername="postgresql", database="postgres").render_as_string(hide_password=False)
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.execute(f'CREATE DATABASE "{name}"')
-    bench_url = url.set(database=name).render_as_string(hide_password=False)
-    try:
-        migrate.upgrade(bench_url)
-        yield bench_url
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def make_rollouts(database_url: str, count: int) -> list[tuple[str, str]]:

@@ -12,12 +12,6 @@ import click
 def grader_worker(concurrency: int, hostname: str, loglevel: str) -> None:
     """Grade finished rollouts from the ``grading`` queue (needs bubblewrap unless HARNESSRL_ALLOW_UNSANDBOXED)."""
     from services.grader.tasks import app
-    from shared.queues import GRADING_QUEUE
+    from shared.queues import GRADING_QUEUE, worker_argv
 
-    app.worker_main(
-        [
-            "worker", "--pool=prefork", f"--concurrency={concurrency}", f"--hostname={hostname}",
-            f"--queues={GRADING_QUEUE}", f"--loglevel={loglevel}",
-            "--without-gossip", "--without-mingle", "--without-heartbeat",
-        ]
-    )  # fmt: skip
+    app.worker_main(worker_argv(GRADING_QUEUE, concurrency, hostname, loglevel))

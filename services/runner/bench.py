@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -41,33 +41,12 @@ from shared.models import Group, Rollout, Run
 from shared.models import Task as TaskRow
 from shared.objectstore import open_store
 from shared.sandbox import Sandbox, free_loopback_port
+from shared.scratch_db import scratch_database
 from shared.settings import Settings, get_settings
 from shared.tasks import Task
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTANCE_ID = "textkit-1"
-
-
-@contextlib.contextmanager
-def scratch_database(database_url: str) -> Iterator[str]:
-    """A fresh migrated database on the configured Postgres server, dropped afterwards."""
-    import psycopg
-    from sqlalchemy import make_url
-
-    from shared import migrate
-
-    url = make_url(database_url)
-    name = f"harnessrl_bench_rollouts_{os.getpid()}"
-    admin_url = url.set(drivername="postgresql", database="postgres").render_as_string(hide_password=False)
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    bench_url = url.set(database=name).render_as_string(hide_password=False)
-    try:
-        migrate.upgrade(bench_url)
-        yield bench_url
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def child_env(settings: Settings) -> dict[str, str]:
@@ -214,7 +193,7 @@ def measure(model_dir: Path, rollouts: int, repeat: int, max_tokens: int) -> dic
     with tempfile.TemporaryDirectory(prefix="harnessrl-bench-rollouts-", dir="/tmp") as tmp:
         workdir = Path(tmp)
         workdir.chmod(0o755)
-        with scratch_database(base.database_url) as database_url:
+        with scratch_database(base.database_url, "harnessrl_bench_rollouts") as database_url:
             settings = base.model_copy(
                 update={
                     "database_url": database_url,

@@ -12,12 +12,6 @@ import click
 def runner_worker(concurrency: int, hostname: str, loglevel: str) -> None:
     """Run harness rollouts from the ``rollouts`` queue (needs bubblewrap unless HARNESSRL_ALLOW_UNSANDBOXED)."""
     from services.runner.tasks import app
-    from shared.queues import ROLLOUTS_QUEUE
+    from shared.queues import ROLLOUTS_QUEUE, worker_argv
 
-    app.worker_main(
-        [
-            "worker", "--pool=prefork", f"--concurrency={concurrency}", f"--hostname={hostname}",
-            f"--queues={ROLLOUTS_QUEUE}", f"--loglevel={loglevel}",
-            "--without-gossip", "--without-mingle", "--without-heartbeat",
-        ]
-    )  # fmt: skip
+    app.worker_main(worker_argv(ROLLOUTS_QUEUE, concurrency, hostname, loglevel))

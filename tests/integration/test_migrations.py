@@ -140,3 +140,13 @@ def test_constraints_reject_bad_rows(db) -> None:  # type: ignore[no-untyped-def
         s.add(Run(id=f"run_{secrets.token_hex(6)}", model="m", harness="h", group_size=1, status="exploded"))
     with pytest.raises(IntegrityError), session_scope(db) as s:
         s.add(Run(id=f"run_{secrets.token_hex(6)}", model="m", harness="h", group_size=0))
+
+
+def test_scratch_database_is_migrated_and_dropped(pg_url: str) -> None:
+    from shared.scratch_db import admin_url, scratch_database
+
+    with scratch_database(pg_url, "harnessrl_scratch_test") as url:
+        assert "trajectories" in _tables_and_views(url)
+        name = url.rsplit("/", 1)[1]
+    with psycopg.connect(admin_url(pg_url), autocommit=True) as admin:
+        assert admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None
