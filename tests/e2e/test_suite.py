@@ -90,8 +90,9 @@ def run_accounting_problems(engine: Engine, run_id: str, steps: int, rollouts_pe
     duplicated = {rid: n for rid, n in root_chains.items() if n > 1}
     if duplicated:
         problems.append(f"rollouts holding calls of more than one attempt: {duplicated}")
-    if step_numbers != list(range(steps)):
-        problems.append(f"learner steps are {step_numbers}, expected {list(range(steps))}")
+    # Learner step k (numbered from 1) trains sampling step k - 1.
+    if step_numbers != list(range(1, steps + 1)):
+        problems.append(f"learner steps are {step_numbers}, expected {list(range(1, steps + 1))}")
     return problems
 
 
@@ -114,7 +115,7 @@ def policy_advance_problems(engine: Engine, run_id: str, steps: int) -> list[str
         ).all()
 
     problems = []
-    if [(s.step, s.policy_version) for s in published] != [(k, k + 1) for k in range(steps)]:
+    if [(s.step, s.policy_version) for s in published] != [(k, k) for k in range(1, steps + 1)]:
         problems.append(f"learner steps and the versions they published: {published}")
     if run_version != steps:
         problems.append(f"the run's policy version is {run_version}, expected {steps}")
