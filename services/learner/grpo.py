@@ -81,6 +81,9 @@ class GRPOConfig:
     strategy: Literal["per_request", "prefix_merging", "trie"] = "trie"
     max_pack_tokens: int = 1 << 17
     """Token budget of one trie pack (a data-parallel unit of work)."""
+    trie_attention: Literal["auto", "blocks", "flex"] = "auto"
+    """The trie's attention path: ``blocks`` (per-segment fused kernels merged by log-sum-exp; CPU), ``flex`` (one
+    block-sparse FlexAttention call per pack; CUDA), ``auto`` (flex on CUDA, blocks elsewhere)."""
     bf16_autocast: bool = False
     """bfloat16 autocast for forward; master weights and the loss stay fp32. Helps on AMX CPUs and GPUs."""
     seed: int = 0
@@ -100,6 +103,10 @@ class GRPOConfig:
             raise ValueError(f"baseline must be 'mean' or 'leave_one_out', not {self.baseline!r}")
         if self.aggregation not in ("token", "sequence"):
             raise ValueError(f"aggregation must be 'token' or 'sequence', not {self.aggregation!r}")
+        if self.trie_attention not in reconstruct.TRIE_ATTENTION:
+            raise ValueError(
+                f"trie_attention must be one of {reconstruct.TRIE_ATTENTION}, not {self.trie_attention!r}"
+            )
         if self.strategy not in reconstruct.STRATEGIES:
             raise ValueError(f"strategy must be one of {reconstruct.STRATEGIES}, not {self.strategy!r}")
         if not (0 <= self.clip_low < 1 and self.clip_high >= 0):
@@ -270,7 +277,12 @@ def grpo_step(
     reference = None
     if reference_model is not None and config.kl_coef:
         ref_out = reconstruct.compute(
-            reference_model, batch, config.strategy, None, max_pack_tokens=config.max_pack_tokens
+            reference_model,
+            batch,
+            config.strategy,
+            None,
+            max_pack_tokens=config.max_pack_tokens,
+            trie_attention=config.trie_attention,
         )
         reference = ref_out.logprobs
     objective = TokenObjective(batch, config, device, reference)
@@ -284,6 +296,7 @@ def grpo_step(
         rank=rank,
         world_size=world_size,
         bf16_autocast=config.bf16_autocast,
+        trie_attention=config.trie_attention,
     )
     logprobs = out.logprobs
     tokens = out.tokens_computed

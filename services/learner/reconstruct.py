@@ -11,7 +11,9 @@ Three strategies compute the same numbers (DESIGN §5) and differ only in how mu
   queries attend to its ancestor segments' keys/values and causally to itself (``trie_attention.py``), with
   position ids = trie depths. Memory: only the segments on the current root-to-leaf path hold activations; a
   segment's keys/values are handed to its descendants as detached leaves whose gradients accumulate, then the
-  segment runs its backward once with them. No mask over the pack is ever built.
+  segment runs its backward once with them. No mask over the pack is ever built. That is the CPU path
+  (``trie_attention="blocks"``); on CUDA (``"flex"``) a pack is one sequence in depth-first order under a
+  block-sparse FlexAttention mask (``trie_attention.FlexTrie``), padded to one of a few lengths per octave.
 
 Every strategy produces the logprob of each loss token in the batch's canonical order (``types.py``) and, when
 given a ``token_loss``, back-propagates ``token_loss(canonical_indices, logprobs)`` per forwarded unit. Because
@@ -31,10 +33,12 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from services.learner.trie_attention import KV, TrieContext
+from services.learner.trie_attention import FLEX_BLOCK, KV, FlexTrie, TrieContext, pack_block_mask
 from services.learner.types import Chain, IntArray, TrainingBatch
 
 STRATEGIES = ("per_request", "prefix_merging", "trie")
+TRIE_ATTENTION = ("auto", "blocks", "flex")
+"""How ``trie`` attends: per-segment fused blocks (CPU), one FlexAttention call per pack (CUDA), or by device."""
 
 # token_loss(canonical_indices, logprobs) -> scalar loss of those tokens (already weighted for the batch).
 TokenLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -282,10 +286,14 @@ def _decoder(model: torch.nn.Module) -> torch.nn.Module:
     return model.get_decoder()  # type: ignore[operator, no-any-return]
 
 
-def _hidden(model: torch.nn.Module, ids: IntArray, start: int, **kwargs: object) -> torch.Tensor:
+def _hidden(model: torch.nn.Module, ids: IntArray, start: int | IntArray, **kwargs: object) -> torch.Tensor:
+    """Last hidden states of ``ids`` at position ids ``start, start+1, ...`` (or the given array of them)."""
     device = next(model.parameters()).device
     input_ids = torch.from_numpy(ids).to(device)[None]
-    positions = torch.arange(start, start + len(ids), device=device)[None]
+    if isinstance(start, np.ndarray):
+        positions = torch.from_numpy(start).to(device)[None]
+    else:
+        positions = torch.arange(start, start + len(ids), device=device)[None]
     out = _decoder(model)(
         input_ids=input_ids,
         position_ids=positions,
@@ -361,6 +369,76 @@ def _run_pack(model: torch.nn.Module, pack: TriePack, sink: _Sink, token_loss: T
             run(index, empty)
 
 
+def flex_length(n: int) -> int:
+    """The padded length of an ``n``-token pack: a multiple of the sparse block, one of 8 sizes per octave, so a
+    run compiles FlexAttention for a handful of lengths and wastes at most 1/8 on padding."""
+    blocks = -(-n // FLEX_BLOCK)
+    step = max(1, 1 << max(0, blocks.bit_length() - 4))
+    return -(-blocks // step) * step * FLEX_BLOCK
+
+
+@dataclass
+class PackLayout:
+    """A trie pack as one sequence: segments in pre-order, position ids = depths, then padding."""
+
+    ids: IntArray
+    positions: IntArray
+    segment_of_token: IntArray
+    subtree_end: IntArray
+    targets: Targets
+
+    @staticmethod
+    def of(pack: TriePack, length: int) -> PackLayout:
+        n_segments = len(pack.segments)
+        subtree_end = np.arange(1, n_segments + 2, dtype=np.int64)  # the last entry is the padding's
+        for index in range(n_segments - 1, -1, -1):  # children have larger pre-order indices than parents
+            parent = pack.segments[index].parent
+            if parent is not None:
+                subtree_end[parent] = max(subtree_end[parent], subtree_end[index])
+        starts = np.cumsum([0] + [len(s.ids) for s in pack.segments])
+        pad = length - int(starts[-1])
+        segment_of_token = np.repeat(np.arange(n_segments + 1), [len(s.ids) for s in pack.segments] + [pad])
+        return PackLayout(
+            ids=np.concatenate([s.ids for s in pack.segments] + [np.zeros(pad, np.int64)]),
+            positions=np.concatenate(
+                [np.arange(s.start_depth, s.start_depth + len(s.ids)) for s in pack.segments]
+                + [np.zeros(pad, np.int64)]
+            ),
+            segment_of_token=segment_of_token,
+            subtree_end=subtree_end,
+            targets=Targets.concat(
+                [
+                    Targets(t.predict_at + start, t.target_ids, t.canonical)
+                    for start, t in zip(starts[:-1].tolist(), (s.targets for s in pack.segments), strict=True)
+                ]
+            ),
+        )
+
+
+def _run_pack_flex(
+    model: torch.nn.Module, pack: TriePack, sink: _Sink, token_loss: TokenLoss | None, amp
+) -> None:  # type: ignore[no-untyped-def]
+    device = next(model.parameters()).device
+    layout = PackLayout.of(pack, flex_length(pack.n_tokens))
+    mask = pack_block_mask(
+        torch.from_numpy(layout.segment_of_token).to(device), torch.from_numpy(layout.subtree_end).to(device)
+    )
+    with amp():
+        hidden = _hidden(model, layout.ids, layout.positions, trie_context=FlexTrie(mask))
+        logprobs = _target_logprobs(model, hidden, layout.targets)
+    index = sink.put(layout.targets, logprobs)
+    if token_loss is not None and len(index):
+        token_loss(index, logprobs).backward()
+
+
+def resolve_trie_attention(choice: str, device: torch.device) -> str:
+    if choice not in TRIE_ATTENTION:
+        raise ValueError(f"unknown trie_attention {choice!r}; choose one of {', '.join(TRIE_ATTENTION)}")
+    if choice == "auto":
+        return "flex" if device.type == "cuda" else "blocks"
+    return choice
+
+
 def iter_owned(units: list[Unit], rank: int, world_size: int) -> Iterator[Unit]:
     for index in assign_units(units, world_size)[rank]:
         yield units[index]
@@ -377,16 +455,19 @@ def compute(
     world_size: int = 1,
     bf16_autocast: bool = False,
     units: list[Unit] | None = None,
+    trie_attention: str = "auto",
 ) -> StrategyOutput:
     """Forward (and, with ``token_loss``, backward) this rank's share of ``batch`` under ``strategy``.
 
     Requires ``trie_attention.install(model)`` for ``trie``. Without ``token_loss`` it runs under ``no_grad``.
+    ``trie_attention`` picks the trie's attention path (``TRIE_ATTENTION``; ``auto``: flex on CUDA, else blocks).
     """
     started = time.perf_counter()
     if units is None:
         units = plan(batch, strategy, max_pack_tokens)
     plan_s = time.perf_counter() - started
     device = next(model.parameters()).device
+    run_pack = _run_pack_flex if resolve_trie_attention(trie_attention, device) == "flex" else _run_pack
     sink = _Sink(batch.n_loss_tokens, device)
 
     def amp():  # type: ignore[no-untyped-def]
@@ -397,7 +478,7 @@ def compute(
     with torch.no_grad() if token_loss is None else nullcontext():
         for unit in iter_owned(units, rank, world_size):
             if isinstance(unit, TriePack):
-                _run_pack(model, unit, sink, token_loss, amp)
+                run_pack(model, unit, sink, token_loss, amp)
             else:
                 _run_sequence(model, unit, sink, token_loss, amp)
             tokens += unit.n_tokens

@@ -12,14 +12,25 @@ is exact, and the query gradient is the sum over blocks (the ring-attention iden
 
 ``install(model)`` registers this as the model's attention implementation. Without a ``trie_context`` keyword
 the same function falls through to transformers' SDPA, so one model object serves every strategy.
+
+**The GPU path** (``FlexTrie``): on CUDA the whole pack is one sequence in depth-first order and one
+FlexAttention call per layer with a block-sparse mask — token ``q`` sees token ``kv`` iff ``kv <= q`` and ``kv``'s
+segment is an ancestor of (or is) ``q``'s segment. Segments are numbered in pre-order, so that is
+``segment[q] < subtree_end[segment[kv]]``: one gather and two compares per score, and the kernel skips every
+128x128 block with nothing visible (a sibling's subtree). One big kernel per layer instead of a kernel per
+(segment, ancestor) pair keeps a GPU busy; FlexAttention stores no score matrix and has a fused backward.
+FlexAttention has no CPU backward, so on CPU the per-segment path above trains and the packed path runs only
+without gradients (unfused, for checking it against the other strategies).
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
@@ -34,6 +45,64 @@ class TrieContext:
 
     ancestors: list[list[KV]]  # [layer][ancestor segment] -> (key, value), each [1, kv_heads, len, head_dim]
     own: dict[int, KV] = field(default_factory=dict)
+
+
+@dataclass
+class FlexTrie:
+    """A whole trie pack forwarded as one sequence: the block-sparse ancestor mask for every layer."""
+
+    block_mask: BlockMask
+
+
+FLEX_BLOCK = 128  # FlexAttention's sparse block size; packs are padded to a multiple of it
+
+
+def pack_block_mask(segment_of_token: torch.Tensor, subtree_end: torch.Tensor) -> BlockMask:
+    """The ancestor mask of a packed trie. ``segment_of_token[i]`` is token ``i``'s segment (pre-order index),
+    ``subtree_end[s]`` one past the last segment of ``s``'s subtree. Padding tokens get a segment of their own
+    past every real one, so they see only padding and nothing real sees them."""
+    kv_end = subtree_end[segment_of_token]
+    n = int(segment_of_token.shape[0])
+
+    def ancestor_or_self(b, h, q, kv):  # type: ignore[no-untyped-def]
+        return (kv <= q) & (segment_of_token[q] < kv_end[kv])
+
+    device = segment_of_token.device
+    return create_block_mask(
+        ancestor_or_self,
+        None,
+        None,
+        n,
+        n,
+        device=device,
+        BLOCK_SIZE=FLEX_BLOCK,
+        _compile=device.type == "cuda",
+    )
+
+
+_compiled_flex: Any = None
+
+
+def _flex_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: BlockMask, scale: float
+) -> torch.Tensor:
+    global _compiled_flex
+    if q.device.type == "cpu":
+        if torch.is_grad_enabled():
+            raise RuntimeError(
+                "FlexAttention has no CPU backward: train on CPU with trie_attention='blocks' (the default there)"
+            )
+        # Unfused reference (materializes one layer's scores): for checking the packed path on small batches.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+            return flex_attention(q, k, v, block_mask=mask, scale=scale, enable_gqa=True)  # type: ignore[return-value]
+    if _compiled_flex is None:
+        import torch._dynamo as dynamo
+
+        # Packs are padded to a few lengths per octave (``reconstruct.flex_length``); each is compiled once.
+        dynamo.config.cache_size_limit = max(dynamo.config.cache_size_limit, 64)
+        _compiled_flex = torch.compile(flex_attention, dynamic=False)
+    return _compiled_flex(q, k, v, block_mask=mask, scale=scale, enable_gqa=True)  # type: ignore[no-any-return]
 
 
 def _flash_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float):  # type: ignore[no-untyped-def]
@@ -129,7 +198,7 @@ def trie_attention_forward(
     dropout: float = 0.0,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
-    context: TrieContext | None = kwargs.pop("trie_context", None)
+    context: TrieContext | FlexTrie | None = kwargs.pop("trie_context", None)
     if context is None:
         out, weights = sdpa_attention_forward(
             module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
@@ -140,8 +209,11 @@ def trie_attention_forward(
     device = query.device.type
     dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else query.dtype
     query, key, value = query.to(dtype), key.to(dtype), value.to(dtype)
-    context.own[layer] = (key, value)
     scale = float(scaling if scaling is not None else query.shape[-1] ** -0.5)
+    if isinstance(context, FlexTrie):
+        out = _flex_attention(query, key, value, context.block_mask, scale)
+        return out.transpose(1, 2).contiguous(), None
+    context.own[layer] = (key, value)
     blocks = [*context.ancestors[layer], (key, value)]
     causal = tuple([False] * (len(blocks) - 1) + [True])
     flat = [t for kv in blocks for t in kv]

@@ -125,3 +125,91 @@ def test_chain_that_is_a_prefix_of_another() -> None:
     assert pack.n_tokens == reconstruct.trie_lower_bound(batch)
     canonical = np.concatenate([s.targets.canonical for s in pack.segments])
     assert sorted(canonical.tolist()) == list(range(batch2.n_loss_tokens))
+
+
+# --- the packed FlexAttention path (the GPU path; forward-only on CPU, where FlexAttention has no backward) ---
+
+
+@pytest.mark.parametrize("max_pack_tokens", [1 << 20, 200])
+def test_flex_packed_trie_gives_the_same_logprobs(tiny_policy, small_batch, max_pack_tokens) -> None:  # type: ignore[no-untyped-def]
+    model = tiny_policy(torch.float64)
+    reference = reconstruct.compute(model, small_batch, "per_request")
+    flex = reconstruct.compute(
+        model, small_batch, "trie", max_pack_tokens=max_pack_tokens, trie_attention="flex"
+    )
+    assert bool(flex.computed.all())
+    assert flex.tokens_computed == sum(
+        u.n_tokens for u in reconstruct.plan(small_batch, "trie", max_pack_tokens)
+    )
+    assert torch.allclose(reference.logprobs, flex.logprobs, rtol=2e-7, atol=2e-7)
+    assert float(flex.logprobs.std()) > 0.1
+
+
+def test_flex_mask_is_the_trie_ancestry(small_batch) -> None:  # type: ignore[no-untyped-def]
+    """Token q sees token kv exactly when kv is q or one of q's trie ancestors (checked against parent links)."""
+    from services.learner.trie_attention import pack_block_mask
+
+    pack = reconstruct.plan(small_batch, "trie")[0]
+    length = reconstruct.flex_length(pack.n_tokens)
+    layout = reconstruct.PackLayout.of(pack, length)
+    assert length % 128 == 0 and length >= pack.n_tokens
+    # Expected: walk parent links token by token.
+    parent_token = np.full(length, -1)
+    starts = np.cumsum([0] + [len(s.ids) for s in pack.segments])
+    for index, segment in enumerate(pack.segments):
+        first = starts[index]
+        if segment.parent is not None:
+            parent_token[first] = starts[segment.parent + 1] - 1  # the parent segment's last token
+        parent_token[first + 1 : starts[index + 1]] = np.arange(first, starts[index + 1] - 1)
+    expected = np.zeros((length, length), bool)
+    for q in range(pack.n_tokens):
+        node = q
+        while node >= 0:
+            expected[q, node] = True
+            node = parent_token[node]
+    for q in range(pack.n_tokens, length):  # padding sees earlier padding only
+        expected[q, pack.n_tokens : q + 1] = True
+    mask = pack_block_mask(torch.from_numpy(layout.segment_of_token), torch.from_numpy(layout.subtree_end))
+    q, kv = torch.arange(length)[:, None], torch.arange(length)[None, :]
+    dense = mask.mask_mod(0, 0, q, kv).numpy()
+    assert (dense == expected).all()
+    # Positions are depths: each token's position is its number of ancestors.
+    assert (layout.positions[: pack.n_tokens] == expected[: pack.n_tokens].sum(1) - 1).all()
+    # Blocks with nothing visible are skipped by the kernel: the mask is genuinely sparse.
+    assert mask.sparsity() > 40
+
+
+def test_flex_lengths_are_few_and_tight() -> None:
+    lengths = {reconstruct.flex_length(n) for n in range(1, 200_000, 97)}
+    assert all(length % 128 == 0 for length in lengths)
+    assert len(lengths) < 120
+    for n in (1, 127, 128, 129, 5_000, 37_696, 131_072, 199_999):
+        assert n <= reconstruct.flex_length(n) <= max(n + 127, n * 1.126)
+
+
+def test_flex_refuses_to_train_on_cpu(tiny_policy, small_batch) -> None:  # type: ignore[no-untyped-def]
+    model = tiny_policy(torch.float32)
+    config = grpo.GRPOConfig()
+    batch = TrainingBatch(grpo.with_advantages(small_batch.rollouts, config))
+    objective = grpo.TokenObjective(batch, config, torch.device("cpu"))
+    with pytest.raises(RuntimeError, match="no CPU backward"):
+        reconstruct.compute(model, batch, "trie", objective, trie_attention="flex")
+    with pytest.raises(ValueError, match="trie_attention must be one of"):
+        grpo.GRPOConfig.from_dict({"trie_attention": "dense"})
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the FlexAttention backward needs CUDA")
+def test_flex_gradients_match_on_cuda(tiny_policy, small_batch) -> None:  # type: ignore[no-untyped-def]
+    model = tiny_policy(torch.float32).cuda()
+    config = grpo.GRPOConfig(aggregation="sequence")
+    batch = TrainingBatch(grpo.with_advantages(small_batch.rollouts, config))
+    results = {}
+    for strategy, attention in (("per_request", "auto"), ("trie", "flex")):
+        objective = grpo.TokenObjective(batch, config, torch.device("cuda"))
+        model.zero_grad(set_to_none=True)
+        out = reconstruct.compute(model, batch, strategy, objective, trie_attention=attention)
+        results[strategy] = (out.logprobs, {n: p.grad.clone() for n, p in model.named_parameters()})
+    (ref_lp, ref_grads), (lp, grads) = results["per_request"], results["trie"]
+    assert torch.allclose(ref_lp, lp, rtol=1e-4, atol=1e-4)
+    for name, grad in ref_grads.items():
+        assert float((grad - grads[name]).abs().max()) <= 1e-3 * float(grad.abs().max()), name
