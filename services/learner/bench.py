@@ -156,19 +156,26 @@ def _segments_to_store(batch, root: Path) -> list[str]:  # type: ignore[no-untyp
 
 
 def _load_batch(batch, root: Path):  # type: ignore[no-untyped-def]
-    """Read every call's segment back and rebuild the batch (what the learner does per step)."""
+    """Read every call's segment back (concurrently, as the learner's loader does) and rebuild the batch."""
+    from services.learner.loader import fetch_segments
     from services.learner.types import Chain, Rollout, TrainingBatch, TrainingCall
     from shared.objectstore import LocalObjectStore
-    from shared.trajectory import load_segment
 
     store = LocalObjectStore(root)
+
+    def key(chain, position: int) -> str:  # type: ignore[no-untyped-def]
+        return f"tokens/bench/{chain.rollout_id}/{chain.chain_id}/{position}.npz"
+
+    fetched = fetch_segments(store, (key(c, p) for c in batch.chains for p in range(len(c.calls))))
     rollouts = []
     for rollout in batch.rollouts:
         chains = []
         for chain in rollout.chains:
             calls = []
             for position in range(len(chain.calls)):
-                seg = load_segment(store, f"tokens/bench/{chain.rollout_id}/{chain.chain_id}/{position}.npz")
+                seg = fetched[key(chain, position)]
+                if isinstance(seg, Exception):
+                    raise seg
                 calls.append(
                     TrainingCall(
                         seg["prompt_ids"].astype(np.int64),

@@ -7,10 +7,16 @@ lengths vs ``suffix_tokens``/``completion_tokens``, logprobs vs sampled ids, the
 row's, chain positions 0..n-1, a prompt length that does not add up to the chain so far, or a version newer
 than the learner's own. Rollouts without a reward (failed before grading) are left out of the group; fewer than
 two rewarded rollouts leave no GRPO baseline, and the group is set aside.
+
+A group's token segments (one object per call: 80 for 8 rollouts x 10 turns) are fetched concurrently
+(``fetch_segments``): against S3 each GET is a round trip, and fetching them one by one would make a group's
+load time the sum of its latencies instead of roughly the slowest one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +30,26 @@ from shared.objectstore import ObjectNotFound, ObjectStore
 from shared.trajectory import load_segment
 
 SEGMENT_FIELDS = ("prompt_ids", "sampled_ids", "sampled_logprobs", "policy_version")
+FETCH_CONCURRENCY = 16
+
+Segment = dict[str, np.ndarray]
+
+
+def fetch_segments(store: ObjectStore, keys: Iterable[str]) -> dict[str, Segment | Exception]:
+    """Every key's token segment, read concurrently; a key that fails maps to its exception (the caller decides
+    what a missing or unreadable segment means)."""
+
+    def one(key: str) -> Segment | Exception:
+        try:
+            return load_segment(store, key)
+        except Exception as exc:  # noqa: BLE001 - returned to the caller, which names the call it belongs to
+            return exc
+
+    unique = list(dict.fromkeys(keys))
+    if len(unique) <= 1:
+        return {key: one(key) for key in unique}
+    with ThreadPoolExecutor(min(FETCH_CONCURRENCY, len(unique)), thread_name_prefix="segments") as pool:
+        return dict(zip(unique, pool.map(one, unique), strict=True))
 
 
 class GroupSetAside(Exception):
@@ -48,16 +74,13 @@ class LoadedGroup:
 
 
 def _training_call(
-    store: ObjectStore, call: Call, expected_prompt: int, learner_version: int
+    fetched: dict[str, Segment | Exception], call: Call, expected_prompt: int, learner_version: int
 ) -> TrainingCall:
-    try:
-        segment = load_segment(store, call.tokens_key)
-    except ObjectNotFound:
-        raise InconsistentTrajectory(
-            f"token arrays {call.tokens_key} of call {call.id} are missing"
-        ) from None
-    except Exception as exc:  # a truncated or foreign blob: numpy raises several types
-        raise InconsistentTrajectory(f"token arrays {call.tokens_key} are unreadable: {exc}") from None
+    segment = fetched[call.tokens_key]
+    if isinstance(segment, ObjectNotFound):
+        raise InconsistentTrajectory(f"token arrays {call.tokens_key} of call {call.id} are missing")
+    if isinstance(segment, Exception):  # a truncated or foreign blob: numpy raises several types
+        raise InconsistentTrajectory(f"token arrays {call.tokens_key} are unreadable: {segment}")
     missing = [name for name in SEGMENT_FIELDS if name not in segment]
     if missing:
         raise InconsistentTrajectory(f"token arrays {call.tokens_key} lack {', '.join(missing)}")
@@ -94,7 +117,11 @@ def _training_call(
 
 
 def _chains(
-    store: ObjectStore, rollout: RolloutRow, calls: list[Call], learner_version: int, vocab_size: int | None
+    fetched: dict[str, Segment | Exception],
+    rollout: RolloutRow,
+    calls: list[Call],
+    learner_version: int,
+    vocab_size: int | None,
 ) -> tuple[Chain, ...]:
     by_chain: dict[int, list[Call]] = {}
     for call in calls:
@@ -108,7 +135,7 @@ def _chains(
         training_calls = []
         length = 0
         for call in ordered:
-            tc = _training_call(store, call, length, learner_version)
+            tc = _training_call(fetched, call, length, learner_version)
             training_calls.append(tc)
             length += len(tc.suffix_ids) + len(tc.sampled_ids)
         chain = Chain(str(chain_id), rollout.id, rollout.group_id or "", tuple(training_calls))
@@ -137,6 +164,10 @@ def load_group(
     calls_by_rollout: dict[str, list[Call]] = {}
     for call in session.scalars(select(Call).where(Call.rollout_id.in_([ro.id for ro in rollouts]))):
         calls_by_rollout.setdefault(call.rollout_id, []).append(call)
+    fetched = fetch_segments(
+        store,
+        (call.tokens_key for r in rollouts if r.id in rewards for call in calls_by_rollout.get(r.id, [])),
+    )
     loaded: list[Rollout] = []
     versions: list[int] = []
     for rollout in rollouts:
@@ -144,7 +175,7 @@ def load_group(
             continue
         try:
             chains = _chains(
-                store, rollout, calls_by_rollout.get(rollout.id, []), learner_version, vocab_size
+                fetched, rollout, calls_by_rollout.get(rollout.id, []), learner_version, vocab_size
             )
         except InconsistentTrajectory as exc:
             raise GroupSetAside(group_id, f"rollout {rollout.id}: {exc}") from None
