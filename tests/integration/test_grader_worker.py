@@ -17,30 +17,21 @@ from services.grader.group_completion import append_group_once, complete_group_i
 from shared.datasets import load_dataset, reference_patch
 from shared.events import groups_stream
 from shared.models import Group, Reward, Rollout
-from shared.queues import GRADE_ROLLOUT, GRADING_QUEUE, make_celery
+from shared.queues import GRADE_ROLLOUT, GRADING_QUEUE
 from shared.tasks import DEFAULT_TEST_COMMAND, DirSource
-from tests.fixtures.services import stop_process
+from tests.fixtures.services import fast_recovery_client, fast_recovery_env, stop_process
 
 pytestmark = pytest.mark.integration
 
 TASK = next(t for t in load_dataset("swe_mini") if t.instance_id == "textkit-1")
 SOLUTION = reference_patch("swe_mini", TASK.instance_id)
-# Short limits so a dead worker's message comes back within seconds (visibility must exceed the longest task).
-FAST_RECOVERY = {
-    "HARNESSRL_ROLLOUT_TIMEOUT_S": "6",
-    "HARNESSRL_GRADING_TIMEOUT_S": "6",
-    "HARNESSRL_TASK_VISIBILITY_TIMEOUT_S": "8",
-}
+FAST_RECOVERY = fast_recovery_env(6)
 
 
 @pytest.fixture
 def client(settings):  # type: ignore[no-untyped-def]
-    fast = settings.model_copy(
-        update={"rollout_timeout_s": 6, "grading_timeout_s": 6, "task_visibility_timeout_s": 8}
-    )
-    app = make_celery(fast, "harnessrl-tests")
-    yield app
-    app.close()
+    with fast_recovery_client(settings, 6) as app:
+        yield app
 
 
 def _wait(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:

@@ -6,27 +6,18 @@ import time
 import pytest
 from sqlalchemy import text
 
-from shared.queues import make_celery
 from tests.fixtures.celery_app import SCHEMA
+from tests.fixtures.services import fast_recovery_client, fast_recovery_env
 
 pytestmark = pytest.mark.integration
 
-# Short task limits so a dead worker's message is restored within seconds (visibility > longest task).
-FAST_RECOVERY = {
-    "HARNESSRL_ROLLOUT_TIMEOUT_S": "2",
-    "HARNESSRL_GRADING_TIMEOUT_S": "2",
-    "HARNESSRL_TASK_VISIBILITY_TIMEOUT_S": "4",
-}
+FAST_RECOVERY = fast_recovery_env(2)
 
 
 @pytest.fixture
 def client(settings):  # type: ignore[no-untyped-def]
-    fast = settings.model_copy(
-        update={"rollout_timeout_s": 2, "grading_timeout_s": 2, "task_visibility_timeout_s": 4}
-    )
-    app = make_celery(fast, "harnessrl-tests")
-    yield app
-    app.close()
+    with fast_recovery_client(settings, 2) as app:
+        yield app
 
 
 @pytest.fixture
