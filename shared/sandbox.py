@@ -51,6 +51,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from shared.scratch import scratch_prefix
 from shared.settings import Settings
 
 DEFAULT_SANDBOX_VENV = Path("/opt/harnessrl/sandbox-venv")
@@ -454,7 +455,7 @@ class Sandbox:
             if not Path(gateway_socket).exists():
                 raise SandboxError(f"gateway socket {gateway_socket} does not exist")
         writable = [workspace] + ([Path(home).resolve()] if home is not None else [])
-        with tempfile.TemporaryDirectory(prefix="harnessrl-sandbox-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=scratch_prefix("sandbox")) as tmp:
             if self.confined:
                 command = self._bwrap_command(argv, workspace, home, gateway_socket, gateway_port, ro_binds, env,
                                               limits)  # fmt: skip

@@ -40,6 +40,7 @@ from shared.models import Reward, Rollout, Run
 from shared.models import Task as TaskRow
 from shared.objectstore import ObjectNotFound, ObjectStore
 from shared.sandbox import Sandbox, SandboxError
+from shared.scratch import scratch_prefix
 from shared.tasks import JUNIT_PLACEHOLDER, GitError, Task, TaskRepoError, materialize, run_git
 
 log = logging.getLogger(__name__)
@@ -234,7 +235,7 @@ def grade_patch(
             log_lines,
         )
 
-    with tempfile.TemporaryDirectory(prefix="harnessrl-grade-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=scratch_prefix("grade")) as tmp:
         Path(tmp).chmod(0o755)  # the sandbox uid must reach the checkout inside
         repo = materialize(task, Path(tmp) / "repo", store)
         if not _apply(repo, patch, "agent patch", log_lines):

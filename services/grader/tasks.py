@@ -23,11 +23,13 @@ from shared.events import connect
 from shared.objectstore import ObjectStore, open_store
 from shared.queues import GRADE_ROLLOUT, make_celery
 from shared.sandbox import Sandbox
+from shared.scratch import sweep_when_worker_starts
 from shared.settings import get_settings
 
 log = logging.getLogger(__name__)
 
 app = make_celery(get_settings(), "harnessrl-grader")
+sweep_when_worker_starts()  # folders left by a SIGKILLed predecessor on this host
 
 
 @functools.cache

@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from shared.scratch import scratch_prefix
 from shared.tasks import git_env
 
 EXCLUDED_DIRS = (".codex", ".claude", ".qwen", ".pi", "node_modules", "__pycache__", ".pytest_cache")
@@ -40,7 +41,7 @@ def _git(workspace: Path, index: Path, *args: str) -> bytes:
 
 def workspace_patch(workspace: Path, base_commit: str) -> bytes:
     """The diff from ``base_commit`` to the workspace's files, as bytes (``git apply`` takes it back)."""
-    with tempfile.TemporaryDirectory(prefix="harnessrl-patch-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=scratch_prefix("patch")) as tmp:
         index = Path(tmp) / "index"
         _git(workspace, index, "read-tree", base_commit)
         _git(workspace, index, "add", "--all", *_pathspec())

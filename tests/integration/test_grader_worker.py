@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -185,8 +187,13 @@ def test_incomplete_group_is_not_appended(finished_group, db, redis_client) -> N
 
 
 def test_harnessrl_worker_grader_command(client, settings_env, finished_group, db, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """``harnessrl worker grader`` starts a real grading worker on the ``grading`` queue."""
+    """``harnessrl worker grader`` starts a real grading worker on the ``grading`` queue; on start it removes the
+    scratch folders a dead predecessor left behind."""
     run_id, group_id, ids = finished_group(TASK, [SOLUTION])
+    predecessor = subprocess.Popen(["true"])
+    predecessor.wait()
+    left_behind = Path(tempfile.gettempdir()) / f"harnessrl-grade-{predecessor.pid}-test" / "repo"
+    left_behind.mkdir(parents=True)
     log = tmp_path / "grader.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
@@ -198,6 +205,7 @@ def test_harnessrl_worker_grader_command(client, settings_env, finished_group, d
         )
     try:
         _wait(lambda: "ready." in log.read_text(errors="replace"), 60, "the grader worker to start")
+        _wait(lambda: not left_behind.parent.exists(), 10, "the dead predecessor's scratch folder to go")
         outcome = client.send_task(GRADE_ROLLOUT, args=[ids[0]], queue=GRADING_QUEUE).get(timeout=120)
         assert outcome["action"] == "graded" and outcome["reward"] == 1.0 and outcome["group_entry_id"]
         assert _group(db, group_id).status == "complete"
