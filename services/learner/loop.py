@@ -79,6 +79,10 @@ class Collected:
     redelivered: list[str] = field(default_factory=list)
     untrained_rewards: list[float] = field(default_factory=list)
     """Rewards of the stale and zero-variance groups (reported on the step, not trained on)."""
+    load_s: float = 0.0
+    """Time spent reading groups' rows and token arrays. Each group is loaded when its entry arrives, while the
+    step's other groups are still being rolled out and graded; only the last group's load delays the update."""
+    load_last_group_s: float = 0.0
 
     @property
     def decided(self) -> bool:
@@ -213,11 +217,15 @@ class Learner:
             ):
                 collected.redelivered.append(group_id)
                 return
+            started = time.perf_counter()
             try:
                 loaded = load_group(session, self.store, group_id, self.state.policy_version, self.vocab_size)
             except GroupSetAside as exc:
                 collected.set_aside.append((group_id, exc.reason))
                 return
+            finally:
+                collected.load_last_group_s = time.perf_counter() - started
+                collected.load_s += collected.load_last_group_s
         if self.state.policy_version - loaded.oldest_version > self.config.max_policy_lag:
             collected.stale.append(group_id)
             collected.untrained_rewards.extend(loaded.rewards)
@@ -343,6 +351,8 @@ class Learner:
             "strategy": self.config.strategy,
             "weights_sha256": published.sha256,
             "commit_prepare_s": time.perf_counter() - started - m["step_time_s"],
+            "load_s": collected.load_s,
+            "load_last_group_s": collected.load_last_group_s,
         }
         now = datetime.now(UTC)
         with session_scope(self.sessions) as session:

@@ -51,6 +51,8 @@ def test_step_trains_publishes_and_sets_aside_bad_groups(  # type: ignore[no-unt
         reasons = {item["group_id"]: item["reason"] for item in step.metrics["set_aside"]}
         assert "missing" in reasons[missing]
         assert "row says" in reasons[lengths]
+        # Reading the groups is timed: all of it, and the part that delayed the update (the last group's).
+        assert 0 < step.metrics["load_last_group_s"] <= step.metrics["load_s"]
         statuses = {g.id: g.status for g in session.scalars(select(Group).where(Group.run_id == run.run_id))}
         assert statuses == {
             good[0]: "consumed",
