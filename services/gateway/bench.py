@@ -33,6 +33,7 @@ import numpy as np
 
 from services.gateway.chat_format import ChatFormat
 from services.gateway.conversation import Conversation, Message
+from shared.machine import describe_machine
 from shared.scratch_db import scratch_database
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -206,7 +207,7 @@ def chain_prompts(
 
 
 async def run_bench(gateway_url: str, upstream_url: str, database_url: str, store_dir: Path, chat_format: ChatFormat, sizes: list[int], episodes: int, concurrency: int) -> dict[str, Any]:  # fmt: skip
-    results: dict[str, Any] = {"latency": {}, "machine": machine()}
+    results: dict[str, Any] = {"latency": {}, "machine": describe_machine()}
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(
         connector=connector, timeout=aiohttp.ClientTimeout(total=600)
@@ -291,16 +292,6 @@ async def run_bench(gateway_url: str, upstream_url: str, database_url: str, stor
             "direct_requests_per_s": direct_requests / (time.perf_counter() - start),
         }
     return results
-
-
-def machine() -> str:
-    cpu = "unknown CPU"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return f"{os.cpu_count()} cores, {cpu}"
 
 
 def print_table(results: dict[str, Any]) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import statistics
 import subprocess
 import tempfile
@@ -23,6 +22,7 @@ import click
 
 from services.grader.grade import grade_patch
 from shared.datasets import load_dataset, reference_patch
+from shared.machine import describe_machine
 from shared.sandbox import Sandbox
 from shared.settings import get_settings
 from shared.tasks import materialize
@@ -63,7 +63,7 @@ def measure(repeat: int, instance_id: str = "textkit-1") -> dict[str, object]:
             rows[name] = {"plain_ms": plain * 1000, "sandboxed_ms": boxed * 1000, "ratio": boxed / plain}
     grading_s = _median_s(lambda: grade_patch(task, solution, sandbox=sandbox), repeat)
     return {
-        "machine": f"{os.cpu_count()}-core {platform.machine()} CPU, {platform.system()} {platform.release()}",
+        "machine": describe_machine(),
         "isolation": sandbox.isolation,
         "repeat": repeat,
         "runs": rows,

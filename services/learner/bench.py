@@ -45,6 +45,7 @@ import click
 import numpy as np
 
 from services.learner.synthetic import WorkloadShape, harness_batch
+from shared.machine import describe_machine, load_average
 
 MODEL_CONFIGS: dict[str, dict[str, Any]] = {
     "tiny": dict(
@@ -77,6 +78,12 @@ class Measurement:
     load_s: float
     plan_s: float
     measured_fraction: float
+
+
+def torch_version() -> str:
+    import torch
+
+    return str(torch.__version__)
 
 
 def build_model(name: str):  # type: ignore[no-untyped-def]
@@ -316,7 +323,7 @@ def run_bench(
 
     lower_bound = reconstruct.trie_lower_bound(harness_batch(shape, seed=0))
     results: dict[str, Any] = {
-        "machine": "this VM: 2-core x86-64 CPU shared with other processes, torch CPU, OMP_NUM_THREADS=1",
+        "machine": f"{describe_machine()} at the start; torch {torch_version()} CPU, OMP_NUM_THREADS=1",
         "workload": asdict(shape),
         "repeats": repeats,
         "trie_lower_bound_tokens": lower_bound,
@@ -345,6 +352,7 @@ def run_bench(
             "trie_tokens_equal_lower_bound": trie["tokens_computed"] == lower_bound,
             "load_and_pack_share_of_step": (trie["load_s"] + trie["plan_s"]) / trie["step_cpu_s"],
         }
+    results["load_average_at_end"] = load_average()
     return results
 
 
@@ -353,6 +361,7 @@ def render(results: dict[str, Any]) -> str:
         f"workload: {json.dumps(results['workload'])}",
         f"trie lower bound: {results['trie_lower_bound_tokens']} tokens; {results['machine']}",
         "per_request time: measured on one rollout's calls, scaled exactly by count (identical rollouts)",
+        f"load average (1/5/15 min) at the end: {results.get('load_average_at_end', 'unknown')}",
     ]
     for name, model in results["models"].items():
         lines.append(f"\n{name} {json.dumps(model['config'])}")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -37,6 +36,7 @@ from services.runner.rollout import Attempt, claim, execute_attempt
 from shared.datasets import load_dataset
 from shared.db import make_engine, session_factory, session_scope
 from shared.ids import new_id, new_rollout_key
+from shared.machine import describe_machine
 from shared.models import Group, Rollout, Run
 from shared.models import Task as TaskRow
 from shared.objectstore import open_store
@@ -227,7 +227,7 @@ def measure(model_dir: Path, rollouts: int, repeat: int, max_tokens: int) -> dic
                     for parallel in (1, 2)
                 ]
     return {
-        "machine": f"{os.cpu_count()}-core {platform.machine()} CPU (shared), {platform.system()} {platform.release()}",
+        "machine": describe_machine(),
         "isolation": sandbox.isolation,
         "model": f"tiny ({model_dir.name}), real vLLM, max_tokens {max_tokens}",
         "services_start_s": services_s,
