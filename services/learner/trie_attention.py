@@ -68,6 +68,8 @@ def pack_block_mask(segment_of_token: torch.Tensor, subtree_end: torch.Tensor) -
         return (kv <= q) & (segment_of_token[q] < kv_end[kv])
 
     device = segment_of_token.device
+    if device.type == "cuda":
+        _allow_pack_lengths()
     return create_block_mask(
         ancestor_or_self,
         None,
@@ -81,6 +83,15 @@ def pack_block_mask(segment_of_token: torch.Tensor, subtree_end: torch.Tensor) -
 
 
 _compiled_flex: Any = None
+PACK_LENGTHS_COMPILED = 64
+
+
+def _allow_pack_lengths() -> None:
+    """Packs come in a few padded lengths per octave (``reconstruct.flex_length``); each compiles once. Dynamo's
+    default of 8 recompiles per function would fall back to the unfused kernel (quadratic memory) after that."""
+    import torch._dynamo as dynamo
+
+    dynamo.config.recompile_limit = max(dynamo.config.recompile_limit, PACK_LENGTHS_COMPILED)
 
 
 def _flex_attention(
@@ -97,10 +108,7 @@ def _flex_attention(
             warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
             return flex_attention(q, k, v, block_mask=mask, scale=scale, enable_gqa=True)  # type: ignore[return-value]
     if _compiled_flex is None:
-        import torch._dynamo as dynamo
-
-        # Packs are padded to a few lengths per octave (``reconstruct.flex_length``); each is compiled once.
-        dynamo.config.cache_size_limit = max(dynamo.config.cache_size_limit, 64)
+        _allow_pack_lengths()
         _compiled_flex = torch.compile(flex_attention, dynamic=False)
     return _compiled_flex(q, k, v, block_mask=mask, scale=scale, enable_gqa=True)  # type: ignore[no-any-return]
 
