@@ -163,11 +163,13 @@ def _segments_to_store(batch, root: Path) -> list[str]:  # type: ignore[no-untyp
 
 
 def _load_batch(batch, root: Path):  # type: ignore[no-untyped-def]
-    """Read every call's segment back (concurrently, as the learner's loader does) and rebuild the batch."""
+    """Read every call's segment back (concurrently, as the learner's loader does) and rebuild the batch.
+    Returns the batch and the seconds that took (module imports excluded: a running learner has them)."""
     from services.learner.loader import fetch_segments
     from services.learner.types import Chain, Rollout, TrainingBatch, TrainingCall
     from shared.objectstore import LocalObjectStore
 
+    started = time.perf_counter()
     store = LocalObjectStore(root)
 
     def key(chain, position: int) -> str:  # type: ignore[no-untyped-def]
@@ -193,7 +195,7 @@ def _load_batch(batch, root: Path):  # type: ignore[no-untyped-def]
                 )
             chains.append(Chain(chain.chain_id, chain.rollout_id, chain.group_id, tuple(calls)))
         rollouts.append(Rollout(rollout.rollout_id, rollout.group_id, rollout.reward, tuple(chains)))
-    return TrainingBatch(rollouts)
+    return TrainingBatch(rollouts), time.perf_counter() - started
 
 
 def _rss_bytes() -> int:
@@ -246,9 +248,7 @@ def measure_model(model_name: str, shape: WorkloadShape, repeats: int) -> list[M
     source = harness_batch(shape, seed=0)
     with tempfile.TemporaryDirectory(prefix="harnessrl-bench-") as tmp:
         _segments_to_store(source, Path(tmp))
-        started = time.perf_counter()
-        loaded = _load_batch(source, Path(tmp))
-        load_s = time.perf_counter() - started
+        loaded, load_s = _load_batch(source, Path(tmp))
     batch = TrainingBatch(grpo.with_advantages(loaded.rollouts, config))
     objective = grpo.TokenObjective(batch, config, torch.device("cpu"))
     warm = TrainingBatch(grpo.with_advantages(harness_batch(QUICK, seed=1).rollouts, config))
