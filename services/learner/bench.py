@@ -80,12 +80,6 @@ class Measurement:
     measured_fraction: float
 
 
-def torch_version() -> str:
-    import torch
-
-    return str(torch.__version__)
-
-
 def build_model(name: str):  # type: ignore[no-untyped-def]
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -319,11 +313,13 @@ def measure_isolated(model_name: str, shape: WorkloadShape, repeats: int) -> lis
 def run_bench(
     shape: WorkloadShape, models: list[str], progress: Any = None, repeats: int = 1
 ) -> dict[str, Any]:
+    import torch
+
     from services.learner import reconstruct
 
     lower_bound = reconstruct.trie_lower_bound(harness_batch(shape, seed=0))
     results: dict[str, Any] = {
-        "machine": f"{describe_machine()} at the start; torch {torch_version()} CPU, OMP_NUM_THREADS=1",
+        "machine": f"{describe_machine()} at the start; torch {torch.__version__} CPU, OMP_NUM_THREADS=1",
         "workload": asdict(shape),
         "repeats": repeats,
         "trie_lower_bound_tokens": lower_bound,

@@ -395,9 +395,10 @@ class PackLayout:
             parent = pack.segments[index].parent
             if parent is not None:
                 subtree_end[parent] = max(subtree_end[parent], subtree_end[index])
-        starts = np.cumsum([0] + [len(s.ids) for s in pack.segments])
+        lengths = [len(s.ids) for s in pack.segments]
+        starts = np.cumsum([0] + lengths)
         pad = length - int(starts[-1])
-        segment_of_token = np.repeat(np.arange(n_segments + 1), [len(s.ids) for s in pack.segments] + [pad])
+        segment_of_token = np.repeat(np.arange(n_segments + 1), lengths + [pad])
         return PackLayout(
             ids=np.concatenate([s.ids for s in pack.segments] + [np.zeros(pad, np.int64)]),
             positions=np.concatenate(
