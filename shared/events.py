@@ -1,5 +1,5 @@
-"""Redis streams and channels: the ``groups`` stream, the ``weights`` channel (``weights_channel``), the
-served policy version.
+"""Redis streams and channels: the ``groups`` stream and the ``weights`` channel (``weights_channel``). What the
+inference pool serves is in ``shared/pool.py``.
 
 Redis carries events only; Postgres can rebuild every stream (``groups`` rows with status ``complete`` and no
 ``consumed_at``). Concurrency model: any number of graders append to a run's groups stream; one learner per run
@@ -18,7 +18,6 @@ from typing import Any
 import redis
 
 GROUPS_CONSUMER_GROUP = "learner"
-POLICY_VERSION_KEY = "harnessrl:policy_version"
 
 
 def weights_channel(r: redis.Redis) -> str:
@@ -58,8 +57,11 @@ class GroupStreamConsumer:
         self.stream = groups_stream(run_id)
         self.consumer = consumer
         self.claim_idle_ms = claim_idle_ms
+        self._create_group()
+
+    def _create_group(self) -> None:
         try:
-            r.xgroup_create(self.stream, GROUPS_CONSUMER_GROUP, id="0", mkstream=True)
+            self.r.xgroup_create(self.stream, GROUPS_CONSUMER_GROUP, id="0", mkstream=True)
         except redis.ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
@@ -86,13 +88,21 @@ class GroupStreamConsumer:
         raw = self.r.xreadgroup(GROUPS_CONSUMER_GROUP, self.consumer, {self.stream: "0"}, count=count)
         return self._entries(raw[0][1]) if raw else []  # type: ignore[index]
 
-    def read(self, count: int = 10, block_ms: int | None = 1000) -> list[GroupEntry]:
-        entries = self.own_pending(count) or self.claim_stale(count)
-        if entries:
-            return entries
-        raw = self.r.xreadgroup(
-            GROUPS_CONSUMER_GROUP, self.consumer, {self.stream: ">"}, count=count, block=block_ms
-        )
+    def read_new(self, count: int = 10, block_ms: int | None = 1000) -> list[GroupEntry]:
+        """Entries no consumer has read yet, waiting up to ``block_ms``. Entries read before and not acked are not
+        delivered again here: a learner keeps them pending on purpose until the step that used them commits, and
+        takes them back after a restart with ``own_pending`` and ``claim_stale``. If Redis lost the stream (a
+        restart without persistence), the consumer group is recreated and nothing is returned: complete groups
+        are appended again from Postgres by whoever completes them."""
+        try:
+            raw = self.r.xreadgroup(
+                GROUPS_CONSUMER_GROUP, self.consumer, {self.stream: ">"}, count=count, block=block_ms
+            )
+        except redis.ResponseError as exc:
+            if "NOGROUP" not in str(exc) and "UNBLOCKED" not in str(exc):
+                raise
+            self._create_group()
+            return []
         return self._entries(raw[0][1]) if raw else []  # type: ignore[index]
 
     def ack(self, entry_ids: list[str]) -> int:
@@ -107,10 +117,16 @@ def publish_weights(r: redis.Redis, run_id: str, version: int, object_key: str) 
     return int(r.publish(weights_channel(r), message))  # type: ignore[arg-type]
 
 
-def set_policy_version(r: redis.Redis, version: int, served_by: str = "") -> None:
-    r.hset(POLICY_VERSION_KEY, mapping={"version": version, "served_by": served_by})
+REBASE_FIELD = "rebase"
 
 
-def get_policy_version(r: redis.Redis) -> int | None:
-    value = r.hget(POLICY_VERSION_KEY, "version")
-    return int(value) if value is not None else None  # type: ignore[arg-type]
+def publish_rebase(r: redis.Redis, run_id: str) -> int:
+    """Ask inference services to serve the base weights as version 0 of ``run_id``, the run about to hold the
+    pool (``Settings.pool_exclusive``); on the same channel as new versions, so it is applied in order."""
+    return int(r.publish(weights_channel(r), json.dumps({REBASE_FIELD: run_id})))  # type: ignore[arg-type]
+
+
+def rebase_request(payload: dict[str, object]) -> str | None:
+    """The run a weights-channel message asks the pool to rebase to, or None for a published version."""
+    run_id = payload.get(REBASE_FIELD)
+    return str(run_id) if run_id else None

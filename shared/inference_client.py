@@ -31,13 +31,20 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Sequence
+from array import array
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
 GENERATE_PATH = "/inference/v1/generate"
+JSON_HEADERS = {"Content-Type": "application/json"}
+KEEPALIVE_S = 15.0
+"""How long an idle pooled connection is reused. Must stay below the server's keep-alive (vLLM's
+``VLLM_HTTP_TIMEOUT_KEEP_ALIVE``, set by ``services/inference/launch.py``), or a request can go out on a socket
+the server is just closing ("Server disconnected"). aiohttp checks the age when it takes a connection from the
+pool, so this holds even when the caller's event loop was blocked meanwhile."""
 _CONTEXT_TOO_LONG = re.compile(r"prompt \(length (\d+)\) is longer than the maximum model length of (\d+)")
 
 
@@ -69,6 +76,39 @@ class ContextTooLong(InferenceRequestError):
         super().__init__(400, message or f"prompt of {requested} tokens exceeds the context of {limit}")
         self.limit = limit
         self.requested = requested
+
+
+class PromptIds:
+    """Prompt token ids packed as int32, with their JSON text (``1,2,3``, no brackets) made once.
+
+    A chain's prompt grows by appending; ``tip + suffix`` reuses the tip's JSON text, so a 60k-token prompt is not
+    re-encoded as JSON on every call (it is most of a request body)."""
+
+    __slots__ = ("ids", "_json")
+
+    def __init__(self, ids: array[int], json_text: bytes | None = None) -> None:
+        self.ids = ids
+        self._json = json_text
+
+    @classmethod
+    def of(cls, ids: Iterable[int]) -> PromptIds:
+        return cls(ids if isinstance(ids, array) and ids.typecode == "i" else array("i", ids))
+
+    @property
+    def json(self) -> bytes:
+        if self._json is None:
+            self._json = json.dumps(self.ids.tolist())[1:-1].encode()
+        return self._json
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __add__(self, more: Sequence[int]) -> PromptIds:
+        if not more:
+            return PromptIds(self.ids, self._json)
+        tail = json.dumps(list(more))[1:-1].encode()
+        joined = self.json + b"," + tail if self.ids else tail
+        return PromptIds(self.ids + array("i", more), joined)
 
 
 @dataclass(frozen=True)
@@ -162,7 +202,7 @@ class InferenceClient:
             # vLLM handles many concurrent requests per replica; aiohttp's default cap of 100 connections
             # would queue the 101st agent call inside this client instead.
             self._session = aiohttp.ClientSession(
-                timeout=self._timeout, connector=aiohttp.TCPConnector(limit=0)
+                timeout=self._timeout, connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_S)
             )
             self._owns_session = True
         return self._session
@@ -173,7 +213,7 @@ class InferenceClient:
 
     def _body(
         self,
-        prompt_ids: Sequence[int],
+        prompt_ids: Sequence[int] | PromptIds,
         max_tokens: int,
         temperature: float,
         top_p: float,
@@ -182,8 +222,9 @@ class InferenceClient:
         stream: bool,
         ignore_eos: bool,
         extra_sampling: dict[str, Any] | None,
-    ) -> dict[str, Any]:
-        if not prompt_ids:
+        model: str | None = None,
+    ) -> bytes:
+        if not len(prompt_ids):
             raise InferenceRequestError(400, "prompt_ids is empty")
         if max_tokens < 1:
             raise InferenceRequestError(400, f"max_tokens must be at least 1, got {max_tokens}")
@@ -200,13 +241,16 @@ class InferenceClient:
             sampling["stop_token_ids"] = list(stop_token_ids)
         if seed is not None:
             sampling["seed"] = seed
-        return {
-            "model": self.model,
-            "token_ids": list(prompt_ids),
-            "sampling_params": sampling,
-            "output_mode": "text",
-            "stream": stream,
-        }
+        prompt = prompt_ids if isinstance(prompt_ids, PromptIds) else PromptIds.of(prompt_ids)
+        rest = json.dumps(
+            {
+                "model": model or self.model,
+                "sampling_params": sampling,
+                "output_mode": "text",
+                "stream": stream,
+            }
+        )
+        return b'{"token_ids":[' + prompt.json + b"]," + rest[1:].encode()
 
     async def _raise_for_status(self, response: aiohttp.ClientResponse) -> None:
         if response.status < 400:
@@ -226,7 +270,7 @@ class InferenceClient:
 
     async def complete(
         self,
-        prompt_ids: Sequence[int],
+        prompt_ids: Sequence[int] | PromptIds,
         max_tokens: int,
         temperature: float = 1.0,
         top_p: float = 1.0,
@@ -234,8 +278,10 @@ class InferenceClient:
         seed: int | None = None,
         ignore_eos: bool = False,
         extra_sampling: dict[str, Any] | None = None,
+        model: str | None = None,
     ) -> Sampled:
-        """Sample one completion of ``prompt_ids``. A stop or EOS id that ended it is the last of ``ids``."""
+        """Sample one completion of ``prompt_ids``. A stop or EOS id that ended it is the last of ``ids``.
+        ``model``: a LoRA adapter's name (``shared.adapters.adapter_name``) instead of the base model."""
         body = self._body(
             prompt_ids,
             max_tokens,
@@ -246,9 +292,12 @@ class InferenceClient:
             False,
             ignore_eos,
             extra_sampling,
+            model,
         )
         try:
-            async with self.session.post(self.base_url + GENERATE_PATH, json=body) as response:
+            async with self.session.post(
+                self.base_url + GENERATE_PATH, data=body, headers=JSON_HEADERS
+            ) as response:
                 await self._raise_for_status(response)
                 payload = await response.json()
         except aiohttp.ClientError as exc:
@@ -268,7 +317,7 @@ class InferenceClient:
 
     async def stream(
         self,
-        prompt_ids: Sequence[int],
+        prompt_ids: Sequence[int] | PromptIds,
         max_tokens: int,
         temperature: float = 1.0,
         top_p: float = 1.0,
@@ -276,13 +325,25 @@ class InferenceClient:
         seed: int | None = None,
         ignore_eos: bool = False,
         extra_sampling: dict[str, Any] | None = None,
+        model: str | None = None,
     ) -> AsyncIterator[SampledChunk]:
         """Yield chunks as vLLM produces them; the same seed gives the same ids as ``complete``."""
         body = self._body(
-            prompt_ids, max_tokens, temperature, top_p, stop_token_ids, seed, True, ignore_eos, extra_sampling
+            prompt_ids,
+            max_tokens,
+            temperature,
+            top_p,
+            stop_token_ids,
+            seed,
+            True,
+            ignore_eos,
+            extra_sampling,
+            model,
         )
         try:
-            async with self.session.post(self.base_url + GENERATE_PATH, json=body) as response:
+            async with self.session.post(
+                self.base_url + GENERATE_PATH, data=body, headers=JSON_HEADERS
+            ) as response:
                 await self._raise_for_status(response)
                 async for raw_line in response.content:
                     line = raw_line.strip()

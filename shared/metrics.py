@@ -9,6 +9,9 @@ between services and a dashboard written once works for all of them:
 | ``harnessrl_calls_captured_total`` | counter | provider, finish_reason | gateway, after a call row is written |
 | ``harnessrl_call_ttfb_seconds`` | histogram | provider | gateway, first byte of a streamed reply |
 | ``harnessrl_forks_total`` | counter | harness, reason | gateway, when a call starts a new chain with a reason |
+| ``harnessrl_capture_write_seconds`` | histogram | | gateway writer, one batch transaction (rows + objects) |
+| ``harnessrl_capture_batch_records`` | histogram | | gateway writer, records written per transaction |
+| ``harnessrl_capture_lost_total`` | counter | | gateway writer, records it gave up on (their rollouts are retried) |
 | ``harnessrl_rollouts_total`` | counter | harness, status | runner/grader on each terminal or phase transition |
 | ``harnessrl_rollout_duration_seconds`` | histogram | harness, outcome | runner, harness wall time |
 | ``harnessrl_grading_duration_seconds`` | histogram | reward_fn, outcome | grader, per graded rollout |
@@ -78,6 +81,17 @@ CALL_TTFB_SECONDS = Histogram(
     buckets=LATENCY_BUCKETS_S,
 )
 FORKS = Counter("harnessrl_forks_total", "Chains started with a fork reason.", ["harness", "reason"])
+CAPTURE_WRITE_SECONDS = Histogram(
+    "harnessrl_capture_write_seconds",
+    "One write-behind transaction of the gateway (call rows, chain rows, token and raw objects).",
+    buckets=LATENCY_BUCKETS_S,
+)
+CAPTURE_BATCH_RECORDS = Histogram(
+    "harnessrl_capture_batch_records",
+    "Calls written per write-behind transaction.",
+    buckets=(1, 2, 4, 8, 16, 32, 64),
+)
+CAPTURE_LOST = Counter("harnessrl_capture_lost_total", "Call records the gateway gave up writing.")
 ROLLOUTS = Counter(
     "harnessrl_rollouts_total",
     "Rollouts reaching a status (one increment per transition).",

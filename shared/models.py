@@ -1,8 +1,10 @@
 """The SQLAlchemy data model: the tables every service writes its own rows into (DESIGN §6).
 
 Postgres is the source of truth for everything small; token arrays, patches, logs and weights live in the object
-store and rows hold their keys. Statuses are constrained with CHECKs so a bad write fails loudly. The views
-``trajectories`` and ``call_log`` are defined in ``shared/views.py`` and created by the migration.
+store and rows hold their keys. Statuses (``shared/statuses.py``) are constrained with CHECKs so a bad write
+fails loudly. The views ``trajectories`` and ``call_log`` are defined by the migrations (the newest one that
+creates a view holds its current text: ``trajectories`` in ``0007_evals.py``, ``call_log`` in
+``0001_initial_schema_and_views.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,16 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from shared.run_config import RunConfig
+from shared.statuses import (
+    GROUP_STATUSES,
+    ROLLOUT_OUTCOMES,
+    ROLLOUT_STATUSES,
+    RUN_KINDS,
+    RUN_STATUSES,
+    WEIGHT_STATUSES,
+)
+
 NAMING = {
     "ix": "ix_%(column_0_label)s",
     "uq": "uq_%(table_name)s_%(column_0_name)s",
@@ -35,10 +47,6 @@ NAMING = {
     "pk": "pk_%(table_name)s",
 }
 
-RUN_STATUSES = ("pending", "running", "stopping", "stopped", "completed", "failed")
-GROUP_STATUSES = ("pending", "running", "complete", "failed", "consumed")
-ROLLOUT_STATUSES = ("queued", "running", "finished", "grading", "graded", "failed")
-WEIGHT_STATUSES = ("published", "loading", "served", "rejected", "failed")
 PROVIDER_APIS = ("openai_chat", "openai_responses", "anthropic_messages", "gemini")
 FORK_REASONS = (
     "compaction",
@@ -66,11 +74,14 @@ def _now() -> Mapped[datetime]:
 
 
 class Run(Base):
-    """One training run: a model, a harness, a task set, GRPO settings."""
+    """One run: a training run, or an eval (``kind``, ``shared/statuses.py: RunKind``). ``config`` is a
+    ``shared.run_config.RunConfig`` (read it with ``read_run_config``); ``model``, ``harness``, ``group_size`` and
+    ``kind`` are copies for SQL, written once by ``Run.create``."""
 
     __tablename__ = "runs"
     id: Mapped[str] = mapped_column(Text, primary_key=True)
     name: Mapped[str] = mapped_column(Text, nullable=False, default="")
+    kind: Mapped[str] = mapped_column(Text, nullable=False, default="train", server_default="train")
     status: Mapped[str] = mapped_column(Text, nullable=False, default="pending")
     model: Mapped[str] = mapped_column(Text, nullable=False)
     harness: Mapped[str] = mapped_column(Text, nullable=False)
@@ -85,9 +96,23 @@ class Run(Base):
     )
     __table_args__ = (
         CheckConstraint(_in("status", RUN_STATUSES), name="status"),
+        CheckConstraint(_in("kind", RUN_KINDS), name="kind"),
         CheckConstraint("group_size > 0", name="group_size_positive"),
         CheckConstraint("policy_version >= 0", name="policy_version_non_negative"),
     )
+
+    @classmethod
+    def create(cls, id: str, config: RunConfig, **columns: Any) -> Run:
+        """A new run row storing ``config`` (its column copies filled from it)."""
+        return cls(
+            id=id,
+            kind="train" if config.target is None else "eval",
+            model=config.model,
+            harness=config.harness.name,
+            group_size=config.group_size,
+            config=config.model_dump(mode="json"),
+            **columns,
+        )
 
 
 class Task(Base):
@@ -114,6 +139,7 @@ class Group(Base):
     status: Mapped[str] = mapped_column(Text, nullable=False, default="pending")
     policy_version: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
     stream_entry_id: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)  # why the group was set aside (status failed)
     created_at: Mapped[datetime] = _now()
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     consumed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
@@ -134,7 +160,8 @@ class Rollout(Base):
     index_in_group: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
     harness: Mapped[str] = mapped_column(Text, nullable=False)
     status: Mapped[str] = mapped_column(Text, nullable=False, default="queued")
-    rollout_key: Mapped[str] = mapped_column(Text, nullable=False, unique=True)
+    # Issued by the runner's claim, new for every attempt (the harness's API key); NULL until the first claim.
+    rollout_key: Mapped[str | None] = mapped_column(Text, unique=True)
     attempt: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
     isolation: Mapped[str | None] = mapped_column(Text)
     policy_version_start: Mapped[int | None] = mapped_column(Integer)
@@ -143,12 +170,28 @@ class Rollout(Base):
     patch_key: Mapped[str | None] = mapped_column(Text)
     logs_key: Mapped[str | None] = mapped_column(Text)
     error: Mapped[str | None] = mapped_column(Text)
+    # What happened (shared/statuses.py: Outcome), set when the rollout ends, and a short machine-readable cause
+    # (e.g. limit:wall_clock, gateway_restarted, no_calls, run_stopped).
+    outcome: Mapped[str | None] = mapped_column(Text)
+    outcome_reason: Mapped[str | None] = mapped_column(Text)
+    # Reward-hack watch (services/runner/guard.py): protected files the agent's patch changed, and git commands
+    # it ran that look past the checked-out history. Empty lists when it did neither.
+    touched_protected_paths: Mapped[list[Any]] = mapped_column(
+        JSONB, nullable=False, default=list, server_default="[]"
+    )
+    git_history_commands: Mapped[list[Any]] = mapped_column(
+        JSONB, nullable=False, default=list, server_default="[]"
+    )
+    # The rollout's sampling seed when its run's ``sampling.seed`` is set (``shared/sampling_seed.py``); each of its
+    # calls samples with a seed derived from it and the call's index.
+    sampling_seed: Mapped[int | None] = mapped_column(BigInteger)
     meta: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False, default=dict)
     created_at: Mapped[datetime] = _now()
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     __table_args__ = (
         CheckConstraint(_in("status", ROLLOUT_STATUSES), name="status"),
+        CheckConstraint(f"outcome IS NULL OR {_in('outcome', ROLLOUT_OUTCOMES)}", name="outcome"),
         CheckConstraint("attempt >= 0", name="attempt_non_negative"),
         UniqueConstraint("group_id", "index_in_group", name="uq_rollouts_group_index"),
     )
@@ -166,7 +209,9 @@ class Chain(Base):
     fork_reason: Mapped[str | None] = mapped_column(Text)
     tokens_prefix: Mapped[str] = mapped_column(Text, nullable=False)
     n_calls: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
-    prompt_tokens: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    # Sums over the chain's calls of their segments' suffix ids and sampled ids (shared/trajectory.py): together
+    # the length of the chain's token sequence.
+    suffix_tokens: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
     sampled_tokens: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
     created_at: Mapped[datetime] = _now()
     __table_args__ = (
@@ -191,6 +236,7 @@ class Call(Base):
     provider_api: Mapped[str] = mapped_column(Text, nullable=False)
     model_alias: Mapped[str] = mapped_column(Text, nullable=False, default="")
     stream: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    # The full prompt the model was given; of it, the ids new to the chain (its segment's suffix_ids); the sampled.
     prompt_tokens: Mapped[int] = mapped_column(Integer, nullable=False)
     suffix_tokens: Mapped[int] = mapped_column(Integer, nullable=False)
     completion_tokens: Mapped[int] = mapped_column(Integer, nullable=False)
@@ -279,6 +325,46 @@ class Weight(Base):
         CheckConstraint(_in("status", WEIGHT_STATUSES), name="status"),
         CheckConstraint("version > 0", name="version_positive"),
         UniqueConstraint("run_id", "version", name="uq_weights_run_version"),
+    )
+
+
+class Eval(Base):
+    """An evaluation and, once every rollout of it has ended, its figures (written by the api's scheduler). ``run_id``
+    is the eval's own run (``runs.kind = 'eval'``: its rollouts, rewards and calls are that run's rows);
+    ``source_run_id`` and ``version`` the evaluated policy (the run that published it, null for the base model or a
+    model directory), ``at_step`` the training step that scheduled it. Copies of its config's target for SQL;
+    pass@k is the unbiased estimator over ``samples_per_task`` samples (k = samples_per_task); intervals are 95 %
+    Wilson intervals (``shared/eval_stats.py``)."""
+
+    __tablename__ = "evals"
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    source_run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), index=True)
+    version: Mapped[int] = mapped_column(Integer, nullable=False)
+    source: Mapped[str] = mapped_column(Text, nullable=False)
+    model_dir: Mapped[str | None] = mapped_column(Text)
+    at_step: Mapped[int | None] = mapped_column(Integer)
+    dataset: Mapped[str] = mapped_column(Text, nullable=False)
+    split: Mapped[str | None] = mapped_column(Text)
+    harness: Mapped[str] = mapped_column(Text, nullable=False)
+    samples_per_task: Mapped[int] = mapped_column(Integer, nullable=False)
+    seed: Mapped[int | None] = mapped_column(BigInteger)
+    tasks: Mapped[int] = mapped_column(Integer, nullable=False)
+    samples: Mapped[int | None] = mapped_column(Integer)
+    """Rollouts that were graded (the pass@1 denominator); failed and cancelled ones are counted in ``failed``."""
+    failed: Mapped[int | None] = mapped_column(Integer)
+    passed: Mapped[int | None] = mapped_column(Integer)
+    pass_at_1: Mapped[float | None] = mapped_column(Double)
+    pass_at_1_low: Mapped[float | None] = mapped_column(Double)
+    pass_at_1_high: Mapped[float | None] = mapped_column(Double)
+    pass_at_k: Mapped[float | None] = mapped_column(Double)
+    pass_at_k_low: Mapped[float | None] = mapped_column(Double)
+    pass_at_k_high: Mapped[float | None] = mapped_column(Double)
+    reward_mean: Mapped[float | None] = mapped_column(Double)
+    created_at: Mapped[datetime] = _now()
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    __table_args__ = (
+        CheckConstraint("source IN ('base', 'weights', 'adapter', 'model_dir')", name="source"),
+        CheckConstraint("samples_per_task > 0", name="samples_per_task_positive"),
     )
 
 

@@ -17,7 +17,9 @@ Isolation, when bubblewrap is installed (``ISOLATION_BWRAP``; facts in reference
 - cgroups (when the worker is root and the v1 ``pids`` and ``memory`` hierarchies are writable; the isolation
   string then ends in ``CGROUP_SUFFIX``): a pids and a memory cgroup per sandbox, nested under the worker's own,
   so the process cap holds per sandbox (RLIMIT_NPROC counts all sandboxes of the uid together) and resident
-  memory is capped; an OOM kill inside is reported as ``killed_reason == "memory"``.
+  memory is capped; an OOM kill inside is reported as ``killed_reason == "memory"``, and a fork refused at the
+  process cap kills the tree with ``killed_reason == "processes"`` (without cgroups the cap is RLIMIT_NPROC
+  alone, and reaching it is not reported).
 - Wall clock: on timeout the bwrap process is SIGKILLed; ``--die-with-parent`` then kills the namespace's
   init and the kernel kills every process in the PID namespace, including ``setsid``/double-forked ones.
 - Disk: a single file is capped by RLIMIT_FSIZE; total usage of the writable host dirs is watched while the
@@ -68,6 +70,9 @@ STALE_CGROUP_AGE_S = 120.0
 # With a pids cgroup per sandbox, RLIMIT_NPROC (counted per uid, across every sandbox running as that uid) is
 # only a backstop; this factor keeps one sandbox's fork bomb from starving the others.
 NPROC_BACKSTOP_FACTOR = 16
+# How often a caller's ``stop_check`` runs while a command runs (the runner's call and token limits query the
+# database: once a second keeps that cheap while ending a rollout at most about a second after its limit).
+STOP_CHECK_INTERVAL_S = 1.0
 ISOLATION_NONE = "none (unsafe)"
 
 # Runs inside the sandbox before the command: listen on loopback, relay each connection to the gateway's Unix
@@ -167,12 +172,13 @@ class SandboxResult:
 
     ``exit_code``: the command's status; 128 + N when it died of signal N inside the sandbox (bwrap's
     convention); -9 when the sandbox killed it (``killed_reason`` says why: ``timeout`` or ``disk``;
-    ``memory`` when the sandbox's memory cgroup OOM-killed a process inside).
+    ``memory`` when the sandbox's memory cgroup OOM-killed a process inside; ``processes`` when a fork was refused
+    at the sandbox's process limit (per-sandbox cgroups only); or the reason the caller's ``stop_check`` gave).
     """
 
     exit_code: int
     timed_out: bool
-    killed_reason: str | None  # "timeout" | "disk" | "memory" | None
+    killed_reason: str | None  # "timeout" | "disk" | "memory" | "processes" | a stop_check reason | None
     stdout: str
     stderr: str
     output_truncated: bool
@@ -312,6 +318,14 @@ class _SandboxCgroups:
             with open(path, "w") as f:
                 f.write(pid)
 
+    def pids_limit_hit(self) -> bool:
+        """Whether a fork or clone inside was refused because ``pids.max`` was reached."""
+        try:
+            events = (self.dirs["pids"] / "pids.events").read_text().split()
+        except (KeyError, OSError):
+            return False
+        return len(events) == 2 and events[0] == "max" and int(events[1]) > 0
+
     def oom_killed(self) -> bool:
         try:
             control = (self.dirs["memory"] / "memory.oom_control").read_text()
@@ -435,12 +449,15 @@ class Sandbox:
         gateway_socket: Path | None = None,
         gateway_port: int | None = None,
         ro_binds: Sequence[Path] = (),
+        stop_check: Callable[[], str | None] | None = None,
     ) -> SandboxResult:
         """Run ``argv`` with the workspace as its working directory; never raises for what the command does.
 
         ``home``: a host directory used as HOME (the runner writes harness config there first); ``None`` gives
         a throwaway tmpfs HOME. ``gateway_socket`` + ``gateway_port``: see the module docstring. ``ro_binds``:
-        extra host paths (e.g. a harness install) bound read-only at the same path.
+        extra host paths (e.g. a harness install) bound read-only at the same path. ``stop_check``: called about
+        every ``STOP_CHECK_INTERVAL_S`` while the command runs; a reason it returns kills the command with that
+        ``killed_reason`` (the runner's per-run call and token limits).
         """
         if not argv:
             raise SandboxError("empty command")
@@ -466,7 +483,7 @@ class Sandbox:
                 popen_env = self._inner_env(env, str(home or Path(tmp) / "home"), str(workspace))
                 (Path(tmp) / "home").mkdir()
                 cwd = str(workspace)
-            return self._supervise(command, popen_env, cwd, limits, writable, Path(tmp))
+            return self._supervise(command, popen_env, cwd, limits, writable, Path(tmp), stop_check)
 
     # --- command lines ---------------------------------------------------------------------------------
 
@@ -550,6 +567,7 @@ class Sandbox:
         limits: SandboxLimits,
         writable: list[Path],
         tmp: Path,
+        stop_check: Callable[[], str | None] | None = None,
     ) -> SandboxResult:
         stdout_path, stderr_path = tmp / "stdout", tmp / "stderr"
 
@@ -571,7 +589,16 @@ class Sandbox:
 
         try:
             return self._watch(
-                command, env, cwd, limits, writable, stdout_path, stderr_path, confine_child, cgroups
+                command,
+                env,
+                cwd,
+                limits,
+                writable,
+                stdout_path,
+                stderr_path,
+                confine_child,
+                cgroups,
+                stop_check,
             )
         finally:
             if cgroups is not None:
@@ -588,6 +615,7 @@ class Sandbox:
         stderr_path: Path,
         confine_child: Callable[[], None],
         cgroups: _SandboxCgroups | None,
+        stop_check: Callable[[], str | None] | None = None,
     ) -> SandboxResult:
         started = time.monotonic()
         killed_reason: str | None = None
@@ -605,11 +633,20 @@ class Sandbox:
             deadline = started + limits.timeout_s
             next_disk_check = started
             disk_check_cost = 0.0
+            next_stop_check = started + STOP_CHECK_INTERVAL_S if stop_check else float("inf")
             while proc.poll() is None:
                 now = time.monotonic()
                 if now >= deadline:
                     killed_reason = "timeout"
                     break
+                if cgroups is not None and cgroups.pids_limit_hit():
+                    killed_reason = "processes"
+                    break
+                if stop_check is not None and now >= next_stop_check:
+                    killed_reason = stop_check()
+                    if killed_reason is not None:
+                        break
+                    next_stop_check = time.monotonic() + STOP_CHECK_INTERVAL_S
                 if now >= next_disk_check:
                     usage = _disk_usage_bytes(writable)
                     disk_check_cost = time.monotonic() - now
@@ -620,13 +657,16 @@ class Sandbox:
                     next_disk_check = time.monotonic() + max(0.2, 20 * disk_check_cost)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     # Sleep until the next disk check or the deadline; a command that ends wakes us at once.
-                    proc.wait(timeout=max(0.0, min(next_disk_check, deadline) - time.monotonic()))
+                    wake = min(next_disk_check, deadline, next_stop_check)
+                    proc.wait(timeout=max(0.0, wake - time.monotonic()))
             if killed_reason is not None:
                 self._kill_tree(proc)
             exit_code = proc.wait()
         duration_s = time.monotonic() - started
         if killed_reason is None and exit_code != 0 and cgroups is not None and cgroups.oom_killed():
             killed_reason = "memory"
+        if killed_reason is None and cgroups is not None and cgroups.pids_limit_hit():
+            killed_reason = "processes"  # refused a fork, then ended before the watch saw it
         stdout, cut_out = _read_bounded(stdout_path, limits.output_bytes)
         stderr, cut_err = _read_bounded(stderr_path, limits.output_bytes)
         if killed_reason is not None:

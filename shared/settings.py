@@ -20,12 +20,23 @@ class SettingsError(ValueError):
     """A setting is malformed; the message names it and says what is expected."""
 
 
+def default_gateway_workers() -> int:
+    """Gateway processes for this machine: half its cores, at least 2 (one can die without stalling rollouts)
+    and at most 8."""
+    return max(2, min(8, len(os.sched_getaffinity(0)) // 2))
+
+
 def _default_data_dir() -> Path:
     # As root the sandboxed uid must reach workspaces and the gateway socket under the data dir, and root's home
     # is mode 0700: use the system location then.
     if os.geteuid() == 0:
         return Path("/var/lib/harnessrl")
     return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "harnessrl"
+
+
+def default_runner_concurrency(cores: int | None) -> int:
+    """Rollouts at once by default: one per core, at least 2 and at most 8."""
+    return max(2, min(8, cores or 1))
 
 
 class Settings(BaseSettings):
@@ -64,9 +75,19 @@ class Settings(BaseSettings):
         None, description="Gateway Unix socket; default <data_dir>/gateway.sock."
     )
     inference_port: int = Field(8302, description="vLLM port of the first inference replica.")
+    inference_max_lora_rank: int = Field(
+        0,
+        ge=0,
+        le=512,
+        description="> 0: vLLM serves LoRA runs' adapters up to this rank (loaded at run time).",
+    )
     inference_urls: list[str] = Field(
         default_factory=list,
         description="Inference replicas the gateway uses; default http://host:inference_port.",
+    )
+    gateway_workers: int = Field(
+        default_factory=default_gateway_workers,
+        description="Gateway processes sharing its sockets (serve gateway --workers); default from the core count.",
     )
     api_token: str = Field("dev-token", description="Bearer token of the REST API.")
     served_model_name: str = Field("policy", description="Name vLLM serves the policy under.")
@@ -85,8 +106,45 @@ class Settings(BaseSettings):
     allow_unsandboxed: bool = Field(
         False, description="Run harnesses without bubblewrap (recorded as unsafe)."
     )
-    rollout_retries: int = Field(2, description="How often a crashed rollout task is retried.")
-    max_policy_lag: int = Field(2, description="Groups sampled more versions ago than this are dropped.")
+    rollout_retries: int = Field(
+        2,
+        description="Retries of a rollout whose attempt failed for an infrastructure reason (its runner died, the "
+        "gateway lost its records).",
+    )
+    capture_flush_timeout_s: float = Field(
+        60.0, description="How long the runner waits for the gateway to record a finished rollout's calls."
+    )
+    runner_concurrency: int = Field(
+        default_factory=lambda: default_runner_concurrency(os.cpu_count()),
+        ge=1,
+        le=256,
+        description="Rollouts `harnessrl up`'s runner runs at once (default: the machine's cores, 2 to 8, so one "
+        "hung harness never holds up every rollout; harnesses mostly wait on the model).",
+    )
+    grader_concurrency: int = Field(
+        1, ge=1, le=64, description="Gradings `harnessrl up`'s grader runs at once."
+    )
+    max_policy_lag: int = Field(
+        2,
+        description="The learner's drop bound for runs that set no `grpo.max_policy_lag` (their sampling stays "
+        "on-policy): a group whose oldest token was sampled more versions before the learner's than this is "
+        "dropped. On-policy steps produce such groups only when a version was rejected or failed to load. A run's "
+        "own `grpo.max_policy_lag` replaces it and also lets sampling run ahead (shared/run_config.py).",
+    )
+    pin_cpus: bool = Field(
+        False,
+        description="`harnessrl up` pins inference (vLLM and every process it starts) to the first half of the "
+        "CPUs it may use and each learner to the other half (the affinity is set before exec, so children inherit "
+        "it), so that sampling running ahead of the learner (`grpo.max_policy_lag` > 0) overlaps on separate cores "
+        "instead of time-slicing; the other services stay unpinned. Needs at least 2 CPUs.",
+    )
+    pool_exclusive: bool = Field(
+        True,
+        description="One run at a time holds the inference pool: a run is created queued, and starts (oldest "
+        "first) once no other run is active and the pool serves it at version 0 (the inference updater rebases "
+        "to the base weights), so each run's calls carry only its own versions. Off: runs share the pool as it "
+        "is (a scripted policy; tests of one service).",
+    )
     task_visibility_timeout_s: float | None = Field(
         None,
         description="Seconds before an unacked Celery task of a dead worker is redelivered; must exceed the "
@@ -97,6 +155,11 @@ class Settings(BaseSettings):
     @property
     def resolved_model_dir(self) -> Path:
         return self.model_dir or self.data_dir / "models" / "tiny"
+
+    @property
+    def small_model_dir(self) -> Path:
+        """Where ``harnessrl model init-small`` and the demo keep SmolLM2-135M-Instruct."""
+        return self.data_dir / "models" / "small"
 
     @property
     def resolved_gateway_socket(self) -> Path:
@@ -170,6 +233,8 @@ class Settings(BaseSettings):
         "sandbox_max_processes",
         "sandbox_file_size_bytes",
         "sandbox_open_files",
+        "gateway_workers",
+        "capture_flush_timeout_s",
     )
     @classmethod
     def _check_positive(cls, v: float) -> float:

@@ -16,7 +16,9 @@ Repository sources (``source.kind``):
 
 ``materialize(task, dest, store)`` leaves ``dest`` a git checkout whose HEAD is ``base_commit`` and refuses
 (``TaskRepoError``) when the source yields another commit, so an agent never works on the wrong code. The runner
-and the grader both call it; neither imports the other.
+and the grader both call it; neither imports the other. The runner then calls ``hide_future_history``: a clone
+of a real repository holds the commits after ``base_commit`` (other branches, tags, the reflog, packed objects),
+which is where SWE-bench's reference fix lives — an agent must find none of it.
 """
 
 from __future__ import annotations
@@ -376,6 +378,49 @@ def materialize(task: Task, dest: Path, store: ObjectStore | None = None) -> Pat
             f"{task.instance_id}: source gives commit {head}, task says base_commit {task.base_commit}"
         )
     return dest
+
+
+# What a clone or a tarball may carry that names or holds commits other than the checked-out history.
+_HISTORY_FILES = ("packed-refs", "FETCH_HEAD", "ORIG_HEAD", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD",
+                  "BISECT_LOG", "BISECT_START", "AUTO_MERGE", "shallow.lock")  # fmt: skip
+_HISTORY_DIRS = ("refs", "logs", "rr-cache", "worktrees", "rebase-merge", "rebase-apply")
+_OBJECT_INDEXES = ("info/commit-graph", "info/commit-graphs", "info/packs", "pack/multi-pack-index")
+
+
+def hide_future_history(repo: Path, base_commit: str) -> None:
+    """Leave ``repo`` holding only ``base_commit`` and its ancestors: no other ref, tag, stash, remote, reflog,
+    or object (loose or packed) that is not reachable from it. The branch HEAD named, if any, is kept, at
+    ``base_commit``. Every way git reaches an object (``log --all``, ``fsck --lost-found``, ``cat-file
+    --batch-all-objects``, reading ``.git`` directly) then finds nothing newer than the task's base."""
+    git_dir = repo / ".git"
+    head = (git_dir / "HEAD").read_text().strip()
+    branch = head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") else None
+    for remote in run_git(repo, "remote").decode().split():
+        run_git(repo, "remote", "remove", remote)
+    run_git(repo, "-c", "advice.detachedHead=false", "checkout", "-q", "--detach", base_commit)
+    for name in _HISTORY_FILES:
+        (git_dir / name).unlink(missing_ok=True)
+    for name in _HISTORY_DIRS:
+        shutil.rmtree(git_dir / name, ignore_errors=True)
+    (git_dir / "refs" / "heads").mkdir(parents=True)
+    (git_dir / "refs" / "tags").mkdir()
+    if branch:
+        run_git(repo, "checkout", "-q", "-B", branch, base_commit)
+    objects = git_dir / "objects"
+    for name in _OBJECT_INDEXES:  # they list commits by hash, and the repack below rewrites what they index
+        path = objects / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    for keep in (objects / "pack").glob("*.keep"):
+        keep.unlink()
+    # One pack of what HEAD and the index reach (alternates included, so they can go), old packs deleted.
+    run_git(repo, "repack", "-a", "-d", "-q", "--no-write-bitmap-index")
+    (objects / "info" / "alternates").unlink(missing_ok=True)
+    run_git(repo, "prune", "--expire=now")
+    for stray in (objects / "pack").glob("*.mtimes"):
+        stray.unlink()
 
 
 def tarball_key(dataset: str, instance_id: str) -> str:

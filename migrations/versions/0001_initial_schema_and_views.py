@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-# Frozen copies of the view SQL at this revision (shared/views.py holds the current text).
+# The view SQL at this revision (a later migration that recreates a view holds its newer text).
 VIEWS = {
     "trajectories": """
 CREATE VIEW trajectories AS

@@ -1,5 +1,6 @@
 """The schema: one Alembic head, no drift, reversible, and the views return rows."""
 
+import json
 import secrets
 
 import psycopg
@@ -8,9 +9,9 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import text
 
 from shared import migrate
-from shared.db import make_engine, session_scope
+from shared.db import make_engine, session_factory, session_scope
 from shared.models import Call, Chain, Group, Reward, Rollout, Run, Task
-from tests.fixtures.services import PG_ADMIN_URL
+from tests.fixtures.services import PG_ADMIN_URL, run_row
 
 pytestmark = pytest.mark.integration
 
@@ -55,6 +56,7 @@ def test_upgrade_check_downgrade_upgrade(scratch_db_url: str) -> None:
         "rewards",
         "steps",
         "weights",
+        "evals",
         "trajectories",
         "call_log",
     }
@@ -73,7 +75,7 @@ def test_views_return_rows(db) -> None:  # type: ignore[no-untyped-def]
         f"{p}_{secrets.token_hex(6)}" for p in ("run", "task", "grp", "ro")
     )
     with session_scope(db) as s:
-        s.add(Run(id=run_id, model="tiny", harness="codex", group_size=1))
+        s.add(run_row(run_id, "codex", model="tiny"))
         s.add(Task(id=task_id, dataset="d", instance_id=f"i-{task_id}", spec={"instance_id": "i"}))
         s.flush()
         s.add(Group(id=group_id, run_id=run_id, task_id=task_id, step=0, size=1))
@@ -150,3 +152,70 @@ def test_scratch_database_is_migrated_and_dropped(pg_url: str) -> None:
         name = url.rsplit("/", 1)[1]
     with psycopg.connect(admin_url(pg_url), autocommit=True) as admin:
         assert admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None
+
+
+# Configs exactly as the api and the fixtures wrote them before revision 0004 (harness name only in the column,
+# the shell command in ``harness_command``, ``groups_per_step`` twice, the old limit names, partial sections).
+OLD_CONFIGS = {
+    "api-shell": (
+        "shell",
+        {
+            "dataset": "inline", "task_ids": ["task_a", "task_b"], "steps": 3, "groups_per_step": 2,
+            "harness_command": "my-agent {instruction}", "grpo": {"clip_high": 0.3, "groups_per_step": 2},
+            "sampling": {"temperature": 0.7, "top_p": 1.0, "max_tokens": None},
+            "limits": {"rollout_timeout_s": 600.0, "max_calls": None}, "request_sha256": "ab" * 32,
+        },
+    ),
+    "fixture-reference": ("reference", {"harness_options": {"max_turns": 4}, "model_dir": "/models/tiny"}),
+    "fixture-learner": ("codex", {"grpo": {"groups_per_step": 5, "learning_rate": 0.001}, "reward_fn": "fraction_passed"}),
+    "empty": ("pi", {}),
+}  # fmt: skip
+
+
+def test_0004_upgrades_stored_configs_to_run_configs_and_back(scratch_db_url: str) -> None:
+    from shared.harnesses import ShellOptions
+    from shared.run_config import read_run_config
+
+    migrate.upgrade(scratch_db_url, "0003")
+    engine = make_engine(scratch_db_url)
+    with engine.begin() as conn:
+        for run_id, (harness, config) in OLD_CONFIGS.items():
+            conn.execute(
+                text(
+                    "INSERT INTO runs (id, name, status, model, harness, group_size, config, policy_version) "
+                    "VALUES (:id, '', 'running', 'policy', :harness, 3, CAST(:config AS jsonb), 0)"
+                ),
+                {"id": run_id, "harness": harness, "config": json.dumps(config)},
+            )
+    migrate.upgrade(scratch_db_url)
+    with session_scope(session_factory(engine)) as s:
+        configs = {run_id: read_run_config(s.get(Run, run_id)) for run_id in OLD_CONFIGS}
+    shell = configs["api-shell"]
+    assert shell.harness == ShellOptions(command="my-agent {instruction}")
+    assert (shell.model, shell.group_size, shell.steps, shell.groups_per_step) == ("policy", 3, 3, 2)
+    assert (shell.grpo.clip_high, shell.sampling.temperature, shell.limits.wall_clock_s) == (0.3, 0.7, 600.0)
+    assert shell.task_ids == ["task_a", "task_b"] and shell.request_sha256 == "ab" * 32
+    reference = configs["fixture-reference"]
+    assert reference.harness.model_dump() == {
+        "name": "reference",
+        "python": None,
+        "max_turns": 4,
+        "max_tokens": 1024,
+    }
+    assert reference.model_dir == "/models/tiny" and reference.groups_per_step == 1
+    learner = configs["fixture-learner"]
+    assert (learner.groups_per_step, learner.grpo.learning_rate, learner.reward_fn) == (
+        5,
+        0.001,
+        "fraction_passed",
+    )
+    assert configs["empty"].harness.name == "pi"
+
+    migrate.downgrade(scratch_db_url, "0003")
+    with engine.connect() as conn:
+        restored = {row.id: row.config for row in conn.execute(text("SELECT id, config FROM runs"))}
+    engine.dispose()
+    old_shell = restored["api-shell"]
+    assert old_shell["harness_command"] == "my-agent {instruction}"
+    assert old_shell["limits"]["rollout_timeout_s"] == 600.0 and old_shell["grpo"]["groups_per_step"] == 2
+    assert restored["fixture-reference"]["harness_options"]["max_turns"] == 4

@@ -1,11 +1,12 @@
 """Settings: defaults that work, and malformed values stop the start with one line naming the setting."""
 
+import os
 import subprocess
 import sys
 
 import pytest
 
-from shared.settings import SettingsError, load_settings
+from shared.settings import Settings, SettingsError, load_settings
 
 pytestmark = pytest.mark.unit
 
@@ -55,3 +56,10 @@ def test_cli_refuses_to_start_with_one_line() -> None:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert "HARNESSRL_OBJECT_STORE_URL" in lines[0] and "gopher" in lines[0]
+
+
+def test_runner_concurrency_defaults_to_the_cores_within_two_to_eight() -> None:
+    from shared.settings import default_runner_concurrency
+
+    assert [default_runner_concurrency(n) for n in (None, 1, 2, 6, 64)] == [2, 2, 2, 6, 8]
+    assert Settings(_env_file=None).runner_concurrency == default_runner_concurrency(os.cpu_count())  # type: ignore[call-arg]

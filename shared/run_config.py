@@ -1,0 +1,278 @@
+"""A run's configuration, typed: the one model of ``runs.config``, written by the api and read by every service.
+
+``RunConfig`` is what a run is: the policy and the harness (with its options), its tasks, how many rollouts a
+step samples, how the gateway samples, the limits of one rollout and the GRPO settings. The api builds it from
+the request (the REST body ``RunCreate`` is ``RunSpec`` plus where the tasks come from) and stores
+``config.model_dump(mode="json")`` in ``runs.config``. Every reader validates it back with
+``read_run_config(run)`` (``RunConfig.model_validate`` with the run named in the error): the scheduler (tasks,
+steps), the runner (harness, limits), the grader (reward function), the gateway (sampling) and the learner
+(``grpo``, ``lora``, ``groups_per_step``). Nobody reads ``runs.config`` as a raw dict.
+
+Rules every section follows:
+- Strict and closed: a key the model does not know, or a value of the wrong type, is refused with its path
+  (``grpo.clip_low``); the api answers 422 with that path. Nothing is coerced (``"0.1"`` is not a float).
+- ``None`` on a per-run setting means "the service setting" (``Settings`` in ``shared/settings.py``): limits,
+  the learner's drop bound of ``grpo.max_policy_lag`` (its scheduling default is on-policy, never a service
+  setting). The reader resolves it, so stored rows never bake in a service default.
+- Immutable (``frozen``): a run's config does not change after creation, except ``task_ids`` growing through
+  ``POST /v1/runs/{id}/tasks``.
+
+Adding a section (``lora`` and ``eval`` are ones): one ``_Section`` subclass with defaults that keep today's
+behaviour, one field on ``RunSpec`` (REST-settable) or ``RunConfig`` (set by the api) whose default is
+``TheSection()`` (sections are frozen, so one default instance is safely shared). Stored rows without the key validate to the defaults, so a new section
+needs no migration; renaming or removing a key does (``migrations/versions/0004_typed_run_config.py`` shows how).
+
+The learner's GRPO settings are ``GRPOConfig`` below (``services/learner/grpo.py`` imports it): the knobs, their
+bounds and their documentation exist once, here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from shared.harnesses import HarnessConfig
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
+DEFAULT_LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, use_attribute_docstrings=True)
+
+
+class SamplingConfig(_Section):
+    """Sampling parameters the gateway applies to every model call of the run (over the harness's own)."""
+
+    temperature: float = Field(1.0, ge=0, le=2)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_tokens: int | None = Field(None, ge=1, le=1_000_000)
+    """Per call; null = the request's own."""
+    seed: int | None = Field(None, ge=0, le=2**31 - 1)
+    """Seed every call's sampling: each call sends vLLM a seed derived from this one, the task, the step, the
+    rollout's index in its group and the call's index in the rollout (``shared/sampling_seed.py``), so running
+    the same tasks again with the same seed samples the same tokens wherever the engine is deterministic for a
+    seeded request. null = unseeded."""
+
+
+class LimitsConfig(_Section):
+    """Per-rollout limits the runner enforces (``services/runner/rollout.py``); null = the service setting. A
+    rollout that reaches one is ended and its row records ``outcome = 'limit'`` with ``outcome_reason =
+    'limit:<name>'`` (``limit:wall_clock``, ``limit:memory``, ``limit:processes``, ``limit:calls``,
+    ``limit:tokens``), and the error says which value it reached. Like any rollout with model calls it is graded."""
+
+    wall_clock_s: float | None = Field(None, gt=0, le=86_400)
+    """Seconds the harness may run; null = the task's ``agent_timeout_s``, else ``Settings.rollout_timeout_s``
+    (also the cap: the queue's redelivery window is sized by the service's limit)."""
+    memory_bytes: int | None = Field(None, ge=1 << 24, le=1 << 40)
+    """Resident memory of the sandbox (its memory cgroup; the address space stays at least the service's, since
+    runtimes reserve far more than they touch); null = ``Settings.sandbox_memory_bytes``."""
+    processes: int | None = Field(None, ge=8, le=100_000)
+    """Processes and threads alive at once in the sandbox, the sandbox's own included; a refused fork ends the
+    rollout. null = ``Settings.sandbox_max_processes``."""
+    calls: int | None = Field(None, ge=1, le=100_000)
+    """Model calls: the rollout ends once it has made this many (checked about once a second); null = no limit."""
+    tokens: int | None = Field(None, ge=1, le=1 << 40)
+    """Sampled (completion) tokens over all the rollout's calls: the rollout ends once they reach this many
+    (checked about once a second); null = no limit."""
+
+
+class GRPOConfig(_Section):
+    """GRPO settings (``services/learner/grpo.py`` implements them), set per run through ``grpo`` by these names."""
+
+    # Advantage ---------------------------------------------------------------------------------------------
+    baseline: Literal["mean", "leave_one_out"] = "mean"
+    """``mean``: A_i = r_i - mean(r). ``leave_one_out``: A_i = r_i - mean of the others (RLOO; unbiased)."""
+    normalize_std: bool = False
+    """Divide advantages by the group's reward std (original GRPO). Off by default (Dr. GRPO): it up-weights
+    groups that are nearly all-correct or all-wrong, a difficulty bias."""
+    std_epsilon: float = Field(1e-6, gt=0, le=1)
+    """Added to the std before dividing (``normalize_std``)."""
+
+    # Policy loss -------------------------------------------------------------------------------------------
+    clip_low: float = Field(0.2, ge=0, lt=1)
+    """Lower PPO clip: ratio below 1 - clip_low stops pushing a negative-advantage token down."""
+    clip_high: float = Field(0.28, ge=0, le=10)
+    """Upper PPO clip (clip-higher, DAPO): > clip_low leaves rare good tokens room to grow (less entropy
+    collapse)."""
+    tis_cap: float | None = Field(2.0, gt=0, le=1000)
+    """Truncated importance sampling cap on the ratio's weight; null turns it off."""
+    aggregation: Literal["token", "sequence"] = "token"
+    """How per-token terms become one loss.
+    ``token``: sum over all loss tokens of the batch / their count (DAPO). Every token weighs the same, so a long
+    rollout contributes in proportion to its length; no per-rollout length normalization to exploit.
+    ``sequence``: mean over rollouts of the rollout's mean token term (original GRPO). Every rollout weighs the
+    same, so a token of a short rollout weighs more than one of a long rollout: correct answers are pushed toward
+    brevity and wrong long ones are punished weakly per token — the length bias that lets failing rollouts grow.
+    A 'sequence' is a rollout (all its chains), never a forwarded sequence, so every strategy agrees."""
+    kl_coef: float = Field(0.0, ge=0, le=100)
+    """Weight of the k3 KL to the reference model (the initial weights); 0 = no reference model is kept."""
+
+    # Optimizer (AdamW) -------------------------------------------------------------------------------------
+    learning_rate: float = Field(1e-6, gt=0, le=1)
+    adam_beta1: float = Field(0.9, ge=0, lt=1)
+    adam_beta2: float = Field(0.999, ge=0, lt=1)
+    adam_epsilon: float = Field(1e-8, gt=0, le=1)
+    weight_decay: float = Field(0.0, ge=0, le=1)
+    max_grad_norm: float | None = Field(1.0, gt=0, le=1e6)
+    """Gradient clipping by global norm; null = off."""
+
+    # Staleness and reconstruction --------------------------------------------------------------------------
+    max_policy_lag: int | None = Field(None, ge=0, le=1000)
+    """Bounded staleness, one number for the scheduler and the learner. With ``L`` > 0 sampling runs ahead: the
+    scheduler starts step k+1 once every group of step k is graded, while the learner still trains on step k, as
+    long as sampling stays at most ``L`` versions ahead of the newest served version
+    (``services/api/scheduler.py``); the learner drops (and counts as stale) a group whose oldest token was sampled
+    more than ``L`` versions before its own, so no trained token is older than ``L``. ``0``: on-policy, step k+1
+    samples only once the version trained on step k is served. null (the default): on-policy sampling too, with
+    the learner's drop bound ``Settings.max_policy_lag`` (what the learner has always done)."""
+    strategy: Literal["per_request", "prefix_merging", "trie"] = "trie"
+    """How recorded calls become training sequences (``services/learner/reconstruct.py``)."""
+    max_pack_tokens: int = Field(1 << 17, ge=1, le=1 << 30)
+    """Token budget of one trie pack (a data-parallel unit of work)."""
+    trie_attention: Literal["auto", "blocks", "packed", "flex"] = "auto"
+    """The trie's attention path: ``blocks`` (per-segment forwards with fused kernels merged by log-sum-exp; CPU,
+    one process), ``packed`` (the same blocks inside one forward per pack; CPU, sharded), ``flex`` (one
+    block-sparse FlexAttention call per pack; CUDA), ``auto`` (flex on CUDA, else packed when sharded, else
+    blocks)."""
+    bf16_autocast: bool = False
+    """bfloat16 compute with fp32 master weights, optimizer state and loss: autocast in one process or replicated,
+    FSDP2's ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)`` when sharded. Helps on AMX CPUs, GPUs."""
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+    """Seeds torch and numpy in the learner."""
+
+    # Scale and durability ---------------------------------------------------------------------------------
+    data_parallel: Literal["fsdp", "replicate"] = "fsdp"
+    """With several ``torchrun`` ranks: ``fsdp`` shards parameters, gradients and optimizer state (FSDP2, per
+    decoder layer); ``replicate`` keeps a whole copy per rank and all-reduces gradients (``distributed.py``)."""
+    activation_checkpointing: bool = False
+    """Recompute each decoder layer's activations in backward instead of keeping them (less memory, ~1/3 more
+    compute)."""
+    checkpoint_every: int = Field(10, ge=1, le=100_000)
+    """Write a checkpoint (model, optimizer, RNGs, stream position) every this many steps; weights are published
+    every step regardless. A restart replays the steps after the last checkpoint from their recorded groups
+    (``loop.py``), so a sparser cadence costs replay compute, never data. 10: a 4B model's checkpoint (fp32
+    weights + AdamW, ~48 GB) every step would outweigh the step itself, while replaying at most 9 learner-only
+    steps (no rollouts: the data is stored) costs minutes."""
+    keep_checkpoints: int = Field(2, ge=1, le=1000)
+    """Checkpoints kept; older ones are deleted. 2, so a checkpoint half-written by a crash still leaves one."""
+
+    @property
+    def sampling_lag(self) -> int:
+        """Versions the scheduler lets sampling run ahead of the newest served version: 0 (on-policy) unless the run
+        sets ``max_policy_lag``."""
+        return self.max_policy_lag or 0
+
+    def drop_lag(self, service_default: int) -> int:
+        """The learner's drop bound: the run's ``max_policy_lag``, else the service's (``Settings.max_policy_lag``)."""
+        return service_default if self.max_policy_lag is None else self.max_policy_lag
+
+
+class LoraConfig(_Section):
+    """Train (and serve) a low-rank adapter (peft) instead of the full weights; vLLM serves each adapter version
+    (``shared/adapters.py``: names, keys, the served adapter)."""
+
+    rank: int = Field(16, ge=1, le=512)
+    alpha: float = Field(32.0, gt=0, le=1e6)
+    dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_LORA_TARGET_MODULES), min_length=1, max_length=1000
+    )
+    """Module names (suffixes) peft wraps."""
+
+
+class EvalConfig(_Section):
+    """Evaluations a training run schedules of its own policy (``every_steps``; null = none): at every s in 0, N,
+    2N, ... up to ``steps`` (N = ``every_steps``; s = ``steps`` is after the last learner step) the scheduler
+    creates an eval run of the version the pool then serves, before sampling step s, and samples on only once the
+    eval has ended, so every call of the eval is sampled by that version. Its rollouts are never trained on."""
+
+    every_steps: int | None = Field(None, ge=1, le=100_000)
+    dataset: str | None = Field(None, pattern=NAME_PATTERN, max_length=100)
+    """A bundled dataset; null = the run's own tasks."""
+    split: str | None = Field(None, pattern=NAME_PATTERN, max_length=100)
+    """A split of ``dataset`` (e.g. ``eval``); null = the whole dataset."""
+    samples: int | None = Field(None, ge=1, le=256)
+    """Samples per task; null = the run's ``group_size``."""
+    harness: HarnessConfig | None = None
+    """null = the run's harness."""
+
+
+class EvalTarget(_Section):
+    """What an eval run evaluates (``RunConfig.target``, set by the api; null on a training run). The inference
+    updater reads it when the eval takes the pool and loads it under the eval's name."""
+
+    source: Literal["base", "weights", "adapter", "model_dir"]
+    """``base``: the served model directory's own weights, version 0. ``weights``: run ``run_id``'s published
+    full weights of ``version`` (its ``weights`` row's object). ``adapter``: that run's LoRA adapter of
+    ``version``. ``model_dir``: the weights of another Hugging Face directory of the same architecture, version
+    0."""
+    run_id: str | None = Field(None, min_length=1, max_length=200)
+    """The run whose version is evaluated (null for ``base`` and ``model_dir``)."""
+    version: int = Field(0, ge=0)
+    """The evaluated policy version (what the eval's calls record)."""
+    model_dir: str | None = Field(None, min_length=1, max_length=4096)
+    at_step: int | None = Field(None, ge=0)
+    """Set when a training run scheduled the eval (``EvalConfig``): the step before which it ran."""
+
+
+class RunSpec(_Section):
+    """What a user chooses for a run (every field is settable through ``POST /v1/runs`` by this name)."""
+
+    model: str = Field(min_length=1, max_length=500)
+    """Served model alias the harness asks for (the gateway samples from the run's policy whatever it says)."""
+    harness: HarnessConfig
+    """The harness and its options (``shared/harnesses.py``): ``{"name": "shell", "command": "..."}``, or a
+    name alone for a harness without required options."""
+    group_size: int = Field(4, ge=1, le=256)
+    """Rollouts per task per step (the GRPO group)."""
+    steps: int = Field(1, ge=1, le=100_000)
+    """Sampling steps; the learner trains once per step."""
+    reward_fn: str = Field("resolved", pattern=NAME_PATTERN, max_length=100)
+    """Reward function the grader applies (``services/grader/grade.py``: ``resolved``, ``fraction_passed``)."""
+    sampling: SamplingConfig = SamplingConfig()
+    limits: LimitsConfig = LimitsConfig()
+    grpo: GRPOConfig = GRPOConfig()
+    lora: LoraConfig | None = None
+    """Train a LoRA adapter with these settings; null = full weights."""
+    eval: EvalConfig = EvalConfig()
+    """Evaluations of the run's own policy while it trains (none by default)."""
+
+
+class RunConfig(RunSpec):
+    """A run's stored configuration: the user's ``RunSpec`` plus what the api resolved when it created the run."""
+
+    dataset: str = Field("", max_length=100)
+    """Label of the run's tasks (a bundled suite name, or the request's ``dataset``)."""
+    task_ids: list[str] = Field(default_factory=list)
+    """The run's tasks (``tasks.id``), in the order steps walk them."""
+    groups_per_step: int = Field(1, ge=1, le=10_000)
+    """Groups (tasks) per sampling step; the learner trains on exactly this many groups per step."""
+    model_dir: str | None = Field(None, min_length=1, max_length=4096)
+    """Weights the learner starts from; null = ``Settings.model_dir`` (tests and benches set it)."""
+    request_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+    """Hash of the creating request (api: an ``Idempotency-Key`` replay must send the same body)."""
+    target: EvalTarget | None = None
+    """An eval run's target (``runs.kind = 'eval'``); null on a training run."""
+
+
+class RunConfigError(ValueError):
+    """A stored run config that does not validate; the message names the run and every bad field."""
+
+
+class _RunRow(Protocol):
+    id: str
+    config: dict[str, Any]
+
+
+def read_run_config(run: _RunRow) -> RunConfig:
+    """The run's config, validated (``RunConfigError`` when the stored row does not fit the model)."""
+    try:
+        return RunConfig.model_validate(run.config)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {err['msg']}"
+            for err in exc.errors(include_url=False)
+        )
+        raise RunConfigError(f"run {run.id}: stored config is invalid: {problems}") from None

@@ -1,0 +1,109 @@
+"""The recorded-trajectory contract (``shared/trajectory.py``): segments round-trip, old segments still read,
+chains rebuilt from rows are checked against them, keys have one shape, and concurrent fetching hands back each
+segment or its error."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shared.objectstore import LocalObjectStore, ObjectNotFound
+from shared.trajectory import (
+    Chain,
+    InconsistentTrajectory,
+    Segment,
+    chains_from_rows,
+    fetch_segments,
+    load_segment,
+    put_segment,
+    raw_key,
+    rollout_raw_prefix,
+    rollout_tokens_prefix,
+    tokens_key,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def _chain() -> Chain:
+    first = Segment.of([1, 2, 3, 4], [5, 6], [-0.5, -0.25], 0)
+    second = Segment.of([7, 8], [9], [-1.0], 1)
+    return Chain("7", "ro_1", "grp_1", (first, second))
+
+
+def test_segment_round_trips_and_reads_the_old_field_name() -> None:
+    segment = Segment.of([1, 2], [3], [-0.5], 4)
+    back = Segment.from_bytes(segment.to_bytes())
+    assert (
+        back.suffix_ids.tolist() == [1, 2] and back.sampled_ids.tolist() == [3] and back.policy_version == 4
+    )
+    buffer = io.BytesIO()  # a segment written before the rename: ``prompt_ids``
+    np.savez(buffer, prompt_ids=np.asarray([1, 2], np.int32), sampled_ids=np.asarray([3], np.int32),
+             sampled_logprobs=np.asarray([-0.5], np.float32), policy_version=np.asarray(4, np.int64))  # fmt: skip
+    assert Segment.from_bytes(buffer.getvalue()).suffix_ids.tolist() == [1, 2]
+    with pytest.raises(InconsistentTrajectory, match="not a token segment"):
+        Segment.from_bytes(b"garbage")
+    lacking = io.BytesIO()
+    np.savez(lacking, suffix_ids=np.asarray([1]))
+    with pytest.raises(InconsistentTrajectory, match="lacks sampled_ids"):
+        Segment.from_bytes(lacking.getvalue())
+
+
+def test_keys_share_one_shape() -> None:
+    key = tokens_key("run_1", "ro_1", 7, 2)
+    assert key == "tokens/run_1/ro_1/7/2.npz" and key.startswith(rollout_tokens_prefix("run_1", "ro_1"))
+    assert raw_key("run_1", "ro_1", 9).startswith(rollout_raw_prefix("run_1", "ro_1"))
+
+
+def test_chain_from_rows_rebuilds_the_chain_and_checks_every_row(tmp_path: Path) -> None:
+    store = LocalObjectStore(tmp_path)
+    chain = _chain()
+    facts = chain.call_facts("run_1", first_call_id=100)
+    for fact, segment in zip(facts, chain.calls, strict=True):
+        put_segment(store, fact.tokens_key, segment)
+    fetched = fetch_segments(store, [f.tokens_key for f in facts])
+    back = Chain.from_rows(reversed(facts), fetched, rollout_id="ro_1", group_id="grp_1")
+    assert back.ids.tolist() == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    assert back.loss_mask.tolist() == [False] * 4 + [True] * 2 + [False] * 2 + [True]
+    assert back.policy_versions.tolist() == [0] * 6 + [1] * 3  # prompt tokens: the version of their call
+    assert [back.prompt_length(p) for p in (0, 1)] == [4, 8] == [f.prompt_tokens for f in facts]
+    assert chains_from_rows(facts, fetched, rollout_id="ro_1")[0].ids.tolist() == back.ids.tolist()
+
+    bad_rows = {
+        "missing": [facts[0], replace(facts[1], tokens_key="tokens/run_1/ro_1/7/9.npz")],
+        "suffix / 1 sampled": [facts[0], replace(facts[1], suffix_tokens=3)],
+        "chain so far": [facts[0], replace(facts[1], prompt_tokens=9)],
+        "row says 0": [facts[0], replace(facts[1], policy_version=0)],
+        "not 0..n-1": [facts[1]],
+    }
+    fetched_more = {**fetched, "tokens/run_1/ro_1/7/9.npz": ObjectNotFound("tokens/run_1/ro_1/7/9.npz")}
+    for message, rows in bad_rows.items():
+        with pytest.raises(InconsistentTrajectory, match=message):
+            Chain.from_rows(rows, fetched_more, rollout_id="ro_1")
+    with pytest.raises(InconsistentTrajectory, match="newer than 0"):
+        Chain.from_rows(facts, fetched, rollout_id="ro_1", newest_version=0)
+    with pytest.raises(InconsistentTrajectory, match="outside the vocabulary"):
+        Chain.from_rows(facts, fetched, rollout_id="ro_1", vocab_size=9)
+
+
+def test_fetch_segments_returns_each_segment_or_its_error(tmp_path: Path) -> None:
+    store = LocalObjectStore(tmp_path)
+    keys = []
+    for i in range(40):
+        put_segment(store, f"tokens/r/{i}.npz", Segment.of(range(i), [], [], i))
+        keys.append(f"tokens/r/{i}.npz")
+    store.put_bytes("tokens/r/bad.npz", b"not a zip archive")
+    fetched = fetch_segments(store, [*keys, "tokens/r/absent.npz", "tokens/r/bad.npz", keys[0]])
+    assert set(fetched) == {*keys, "tokens/r/absent.npz", "tokens/r/bad.npz"}
+    for i, key in enumerate(keys):
+        segment = fetched[key]
+        assert isinstance(segment, Segment)
+        assert segment.suffix_ids.tolist() == list(range(i)) and segment.policy_version == i
+    assert isinstance(fetched["tokens/r/absent.npz"], ObjectNotFound)
+    assert isinstance(fetched["tokens/r/bad.npz"], InconsistentTrajectory)
+    assert fetch_segments(store, []) == {}
+    assert load_segment(store, keys[3]).suffix_ids.tolist() == [0, 1, 2]
