@@ -12,32 +12,42 @@ each also under the per-rollout prefix ``/r/{rollout_key}``:
 | ``GET /v1/models`` (Anthropic shape when ``anthropic-version`` is sent), ``GET /v1beta/models`` | model lists |
 | ``HEAD /``, ``GET /healthz``, ``GET /metrics`` | probes |
 
-The handler of a model call binds the rollout (401 in the caller's shape), reads the body (413 over
-``settings.max_request_bytes``, 400 for malformed JSON), lets the provider adapter parse it, then runs a
-``ModelCall``: any failure before the first sampled token is an error response and records nothing; after it, the
-reply streams (or is collected into one JSON body) and the call is recorded before the reply's final bytes.
+The handler of a model call binds the rollout (401 in the caller's shape), reads and checks the body
+(``request_checks.py``: 413 over ``settings.max_request_bytes``, 400 for nesting, malformed JSON or lone
+surrogates, all before or instead of parsing), lets the provider adapter parse it, refuses orphan tool results,
+a ``max_tokens`` over the context and a prompt whose length alone is over it, then runs a ``ModelCall``: any failure before the first sampled token is an error response and records nothing; after it, the
+reply streams (or is collected into one JSON body), the chain tip is committed before the reply's final bytes, and
+the call's rows are written behind it (``recorder.py``; the runner's flush barrier waits for them). An
+answer that is our fault (5xx, or the pool not ready) is noted as an incident of the rollout for the runner
+(``shared/incidents.py``); a client that hangs up mid-stream is one INFO line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib
-import json
 import logging
+import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from types import ModuleType
 from typing import Any
 
 from aiohttp import web
+from redis.exceptions import RedisError
 
 from services.gateway.binding import BindingError, BoundRollout, rollout_key_of
-from services.gateway.conversation import Conversation, Finish, ProviderError
-from services.gateway.model_call import ModelCall
+from services.gateway.conversation import Conversation, Finish, ProviderError, StreamEvent
+from services.gateway.model_call import ModelCall, context_length_error
+from services.gateway.request_checks import RAW_BODY, check_conversation, prompt_token_floor, read_json
 from services.gateway.splice import SpliceMode
 from services.gateway.state import GatewayState, open_state
-from shared import metrics
+from services.gateway.tips import RolloutState
+from shared import capture_state, metrics
+from shared.context_fit import ContextOverflow, record_overflow_async
+from shared.incidents import new_incident, record_incident_async
 from shared.logging import bind
+from shared.pool import Served
 from shared.settings import Settings
 
 log = logging.getLogger("harnessrl.gateway")
@@ -61,22 +71,6 @@ def load_adapters() -> dict[str, ModuleType]:
 # --- request boundary ----------------------------------------------------------------------------------
 
 
-async def read_json(request: web.Request, limit: int) -> Any:
-    if request.content_length is not None and request.content_length > limit:
-        raise ProviderError(413, f"request body is {request.content_length} bytes; the limit is {limit}")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.content.iter_chunked(1 << 16):
-        size += len(chunk)
-        if size > limit:
-            raise ProviderError(413, f"request body exceeds the limit of {limit} bytes")
-        chunks.append(chunk)
-    try:
-        return json.loads(b"".join(chunks))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ProviderError(400, f"request body is not valid JSON: {exc}") from None
-
-
 def parse_request(adapter: ModuleType, body: Any, **url_fields: Any) -> Conversation:
     """The adapter's parse; a crash on some odd body is that body's fault to the caller (400) and a bug to us
     (logged with the traceback), never a 500 that a harness would retry."""
@@ -94,11 +88,73 @@ def error_response(adapter: ModuleType, error: ProviderError) -> web.Response:
     return web.json_response(adapter.render_error(error), status=error.status, headers=headers)
 
 
-async def bind_rollout(request: web.Request) -> BoundRollout:
+async def bind_rollout(request: web.Request, serving: str | None = None) -> tuple[BoundRollout, RolloutState]:
     try:
-        return await request.app[STATE].directory.resolve(rollout_key_of(request))
+        return await request.app[STATE].directory.resolve(rollout_key_of(request), serving)
     except BindingError as exc:
         raise ProviderError(401, str(exc), "authentication_error") from None
+    except (RedisError, OSError) as exc:
+        raise ProviderError(503, f"the gateway cannot reach its state store: {exc}", "api_error") from exc
+
+
+async def _served(state: GatewayState, key: str | None, serving: str) -> None:
+    if key:
+        await state.tips.served(key, serving)
+
+
+# --- infrastructure incidents (shared/incidents.py) ------------------------------------------------------
+
+POOL_NOT_READY = "pool_not_ready"  # ProviderError.code of a call refused while the pool is not ready
+
+
+def is_infrastructure_error(error: ProviderError) -> bool:
+    """An answer that is our fault, not the caller's: every 5xx and Anthropic's 529 (overloaded)."""
+    return error.status >= 500
+
+
+async def note_incident(state: GatewayState, rollout: BoundRollout, error: ProviderError) -> None:
+    """Tell the runner that this rollout was refused a model answer for an infrastructure reason."""
+    if not is_infrastructure_error(error):
+        return
+    cause = "inference_pool_not_ready" if error.code == POOL_NOT_READY else "inference_unavailable"
+    try:
+        await record_incident_async(state.redis, rollout.rollout_id, new_incident(cause, error.message))
+    except Exception as exc:  # Redis down: the reply still goes out; the runner just sees less
+        log.warning("could not record an incident for rollout %s: %s", rollout.rollout_id, exc)
+
+
+async def note_context_overflow(state: GatewayState, rollout: BoundRollout, error: ProviderError) -> None:
+    """Tell the runner that this rollout's prompt did not fit the model's context, with both numbers
+    (``shared/context_fit.py``): the rollout then ends with reason ``context``."""
+    if error.context_overflow is None:
+        return
+    overflow = ContextOverflow(*error.context_overflow, at_least=error.context_overflow_at_least)
+    try:
+        await record_overflow_async(state.redis, rollout.rollout_id, overflow)
+    except Exception as exc:  # Redis down: the reply still goes out; the rollout ends a plain harness error
+        log.warning("could not record a context overflow for rollout %s: %s", rollout.rollout_id, exc)
+
+
+async def watched(
+    state: GatewayState, rollout: BoundRollout, events: AsyncIterator[StreamEvent]
+) -> AsyncIterator[StreamEvent]:
+    """``events`` as they come; an upstream failure mid-answer is noted as an incident before it goes on."""
+    try:
+        async for event in events:
+            yield event
+    except ProviderError as error:
+        await note_incident(state, rollout, error)
+        raise
+
+
+async def pool_refusal(reading: Awaitable[Served | None]) -> ProviderError | None:
+    """Why the inference pool cannot answer this rollout now, if it cannot: it is (re)starting with weights that
+    are not the run's policy. Sampling anyway would record the wrong policy's tokens. (``reading`` started when
+    the request arrived, alongside the binding, so the check costs no round trip of its own.)"""
+    served = await reading
+    if served is None or served.ready:
+        return None
+    return ProviderError(503, f"{served.describe()}; try again shortly", "api_error", code=POOL_NOT_READY)
 
 
 # --- model calls ----------------------------------------------------------------------------------------
@@ -111,31 +167,61 @@ async def model_call(
     state = request.app[STATE]
     adapter = request.app[ADAPTERS_KEY][api]
     request[metrics.PROVIDER_KEY] = api
+    serving = capture_state.SERVING_PREFIX + secrets.token_hex(8)
+    served = asyncio.ensure_future(state.served())
     try:
-        rollout = await bind_rollout(request)
+        rollout, rollout_state = await bind_rollout(request, serving)
+    except ProviderError as error:
+        state.track(_served(state, rollout_key_of(request), serving))
+        return error_response(adapter, error)
+    bound = time.monotonic()
+    try:
         body = await read_json(request, state.settings.max_request_bytes)
         conversation: Conversation = parse_request(adapter, body, model=model, stream=stream)
+        limit = await state.context_limit()
+        check_conversation(conversation, limit)
+        if (floor := prompt_token_floor(conversation, state.longest_token_chars)) >= limit:
+            too_long = context_length_error(adapter, limit, floor)  # at least ``floor``: not worth tokenizing
+            too_long.context_overflow_at_least = True
+            raise too_long
     except ProviderError as error:
+        state.track(_served(state, rollout.rollout_key, serving))
+        await note_context_overflow(state, rollout, error)
         return error_response(adapter, error)
+    parsed = time.monotonic()
     if api == "gemini":
         conversation.sse = request.query.get("alt") == "sse"
     with bind(run_id=rollout.run_id, rollout_id=rollout.rollout_id):
-        call = ModelCall(state, rollout, conversation, adapter, body, arrived)
+        if refusal := await pool_refusal(served):
+            state.track(_served(state, rollout.rollout_key, serving))
+            await note_incident(state, rollout, refusal)
+            return error_response(adapter, refusal)
+        call = ModelCall(
+            state, rollout, rollout_state, conversation, adapter, request[RAW_BODY], arrived, serving
+        )
+        call.timings.bound, call.timings.parsed = bound, parsed
         try:
             await call.start()
         except ProviderError as error:
             await call.aclose()
+            await note_incident(state, rollout, error)
+            await note_context_overflow(state, rollout, error)
             return error_response(adapter, error)
+        events = watched(state, rollout, call.events())
         try:
             if conversation.stream:
-                return await _stream_reply(request, call, adapter, conversation)
-            return await _json_reply(call, adapter, conversation)
+                return await _stream_reply(request, events, call, adapter, conversation)
+            return await _json_reply(request, events, adapter, conversation)
         finally:
             await call.aclose()
 
 
 async def _stream_reply(
-    request: web.Request, call: ModelCall, adapter: ModuleType, conversation: Conversation
+    request: web.Request,
+    events: AsyncIterator[StreamEvent],
+    call: ModelCall,
+    adapter: ModuleType,
+    conversation: Conversation,
 ) -> web.StreamResponse:
     response = web.StreamResponse(
         status=200,
@@ -146,18 +232,35 @@ async def _stream_reply(
         },
     )
     await response.prepare(request)
-    async for data in adapter.render_stream(call.events(), conversation):
-        await response.write(data)
-        call.mark_first_byte()
-    await response.write_eof()
+    try:
+        async for data in adapter.render_stream(events, conversation):
+            await response.write(data)
+            call.mark_first_byte()
+        await response.write_eof()
+    except ConnectionResetError:
+        # The harness hung up (it was killed, or gave up): normal at the end of a rollout, not our error.
+        log.info("client disconnected mid-stream; rollout %s", call.rollout.rollout_id)
     return response
 
 
-async def _json_reply(call: ModelCall, adapter: ModuleType, conversation: Conversation) -> web.Response:
+async def _json_reply(
+    request: web.Request,
+    events: AsyncIterator[StreamEvent],
+    adapter: ModuleType,
+    conversation: Conversation,
+) -> web.Response:
     try:
-        async for event in call.events():
+        async for event in events:
             if isinstance(event, Finish):
-                return web.json_response(adapter.render(event.completion, conversation))
+                # Written here, not by aiohttp after the handler returns: the call's record is complete only
+                # once its reply is out (``ModelCall.aclose``).
+                response = web.json_response(adapter.render(event.completion, conversation))
+                try:
+                    await response.prepare(request)
+                    await response.write_eof()
+                except ConnectionResetError:  # the harness hung up; the call is recorded all the same
+                    log.info("client disconnected before its reply was written")
+                return response
     except ProviderError as error:
         return error_response(adapter, error)
     return error_response(

@@ -1,17 +1,24 @@
-"""``harnessrl bench gateway``: what the gateway adds on top of the inference server, measured side by side.
+"""``harnessrl bench gateway [--workers N]``: what the gateway adds on top of the inference server, side by side in
+one run, for 1 gateway process and for N.
 
-Setup (all on this machine, torn down afterwards): a scratch Postgres database (migrated), a temporary local
-object store, the scripted policy server (``tests/fixtures/scripted_policy.py``) as the inference upstream — it
-speaks vLLM's token-id protocol and has no context limit, so 20k and 60k-token prompts are possible where the
-tiny vLLM model stops at 4k — and the gateway itself as a separate process (``harnessrl serve gateway``, default
-splice mode with the drift check on). The client runs in this process.
+Setup (all on this machine, torn down afterwards): a scratch Postgres database (migrated), a temporary local object
+store, the scripted policy server (``tests/fixtures/scripted_policy.py``) as the inference upstream — it speaks
+vLLM's token-id protocol and has no context limit, so 20k and 60k-token prompts are possible where the tiny vLLM
+model stops at 4k — and the gateway itself as its own processes (``harnessrl serve gateway --workers W``, default
+splice mode, drift check on). The client runs in this process. Rollout keys are registered in Redis the way the
+runner does (``shared/capture_state.open_rollout``) and released afterwards.
 
-Figures:
+For each worker count (1, then N):
 - **added latency** at 2k / 20k / 60k-token prompts: per episode, call 1 (a new chain: full render) and call 2
-  (extends the chain: suffix render + splice) through the gateway (OpenAI chat, non-streaming), then the same
-  prompt ids sent straight to the upstream; p50/p99 of gateway − direct, per call kind;
-- **TTFB** of a streamed call (gateway vs upstream directly, 2k prompt, 10 ms per token upstream);
-- **requests/s at concurrency 32** (2k prompts, two-call episodes), through the gateway and direct.
+  (extends the chain: suffix render + splice) through the gateway (OpenAI chat, non-streaming), then — at once,
+  so both see the same machine — the same prompt ids (read back from the recorded token segments) straight to
+  the upstream; p50/p99 of gateway − direct per call kind, and the gateway's own stage times
+  (``calls.notes.gateway_ms``);
+- **streaming**: a plain-text reply streamed (2k prompt, the upstream sleeps 10 ms per token): time to first byte
+  and the delay between consecutive chunks, through the gateway and direct;
+- **requests/s at concurrency 32 and 128**: two-call episodes (2k prompts) through the gateway, then the same
+  number of requests with the same prompt ids direct; with the CPU seconds each part of the machine spent per
+  request (client = this process, upstream, gateway processes, the rest: Postgres, Redis, anything else running).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +41,7 @@ import numpy as np
 
 from services.gateway.chat_format import ChatFormat
 from services.gateway.conversation import Conversation, Message
-from shared.machine import describe_machine
+from shared.machine import describe_machine, load_average
 from shared.scratch_db import scratch_database
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -44,6 +52,10 @@ TOOLS = [
     {"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}},
     {"type": "function", "function": {"name": "write", "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}}},
 ]  # fmt: skip
+STREAM_TEXT = " ".join(f"step {i} of the plan is done;" for i in range(24))
+TOKEN_DELAY_S = 0.01
+KINDS = ("new_chain", "spliced")
+STAGES = ("bind", "parse", "plan", "send", "commit")
 
 
 def _free_port() -> int:
@@ -54,7 +66,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 90.0) -> None:
+def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 120.0) -> None:
     import urllib.request
 
     deadline = time.monotonic() + timeout_s
@@ -68,31 +80,117 @@ def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 90.0)
     raise click.ClickException(f"{url} did not come up in {timeout_s}s")
 
 
-def make_rollouts(database_url: str, count: int) -> list[tuple[str, str]]:
-    from shared.db import make_engine, session_factory, session_scope
-    from shared.ids import new_id, new_rollout_key
-    from shared.models import Rollout, Run, Task
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
 
-    engine = make_engine(database_url)
-    run_id, task_id = new_id("run"), new_id("task")
-    out = [(new_id("ro"), new_rollout_key()) for _ in range(count)]
-    with session_scope(session_factory(engine)) as session:
-        session.add(Run(id=run_id, model="policy", harness="bench", group_size=1))
-        session.add(Task(id=task_id, dataset="bench", instance_id=task_id, spec={}))
-        session.flush()
-        for rollout_id, key in out:
-            session.add(
-                Rollout(
-                    id=rollout_id,
-                    run_id=run_id,
-                    task_id=task_id,
-                    harness="bench",
-                    rollout_key=key,
-                    status="running",
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and its children that exited (``/proc/<pid>/stat``)."""
+    with contextlib.suppress(OSError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return 0.0
+
+
+def machine_cpu_seconds() -> float:
+    """CPU seconds the whole machine spent (all cores, not idle), from ``/proc/stat``."""
+    values = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    busy = sum(values) - values[3] - values[4]  # minus idle and iowait
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def children_of(pid: int) -> list[int]:
+    with contextlib.suppress(OSError):
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    return []
+
+
+class Rollouts:
+    """Rollout rows in the scratch database, their keys registered in Redis as the runner does."""
+
+    def __init__(self, database_url: str, redis_url: str) -> None:
+        import redis
+
+        from shared.db import make_engine, session_factory, session_scope
+        from shared.ids import new_id
+        from shared.models import Run, Task
+        from shared.run_config import RunConfig
+
+        self.engine = make_engine(database_url)
+        self.sessions = session_factory(self.engine)
+        self.redis = redis.Redis.from_url(redis_url)
+        self.keys: list[str] = []
+        self.run_id, self.task_id = new_id("run"), new_id("task")
+        with session_scope(self.sessions) as session:
+            session.add(Run.create(self.run_id, RunConfig(model="policy", harness="reference", group_size=1)))
+            session.add(Task(id=self.task_id, dataset="bench", instance_id=self.task_id, spec={}))
+
+    def make(self, count: int) -> list[tuple[str, str]]:
+        from shared import capture_state
+        from shared.db import session_scope
+        from shared.ids import new_id, new_rollout_key
+        from shared.models import Rollout
+
+        out = [(new_id("ro"), new_rollout_key()) for _ in range(count)]
+        with session_scope(self.sessions) as session:
+            for rollout_id, key in out:
+                session.add(
+                    Rollout(
+                        id=rollout_id,
+                        run_id=self.run_id,
+                        task_id=self.task_id,
+                        harness="reference",
+                        rollout_key=key,
+                        status="running",
+                    )
                 )
+        for rollout_id, key in out:
+            binding = capture_state.Binding(rollout_id, self.run_id, "reference", {}, time.time())
+            capture_state.open_rollout(self.redis, key, binding)
+        self.keys += [key for _, key in out]
+        return out
+
+    def recorded(self, key: str) -> None:
+        from shared import capture_state
+
+        result = capture_state.wait_recorded(self.redis, key, timeout_s=120)
+        if not result.complete:
+            raise click.ClickException(f"the gateway lost records: {result.error}")
+
+    def close(self) -> None:
+        from shared import capture_state
+
+        for key in self.keys:
+            capture_state.release(self.redis, key)
+        self.redis.close()
+        self.engine.dispose()
+
+
+def recorded_calls(
+    rollouts: Rollouts, store_dir: Path, rollout_id: str
+) -> list[tuple[list[int], dict[str, float]]]:
+    """Per call of the rollout (in position order): the exact prompt ids the gateway sent upstream, and its own
+    stage times."""
+    from sqlalchemy import select
+
+    from shared.db import session_scope
+    from shared.models import Call
+    from shared.objectstore import LocalObjectStore
+    from shared.trajectory import load_chain
+
+    store = LocalObjectStore(store_dir)
+    with session_scope(rollouts.sessions) as session:
+        calls = list(
+            session.scalars(select(Call).where(Call.rollout_id == rollout_id).order_by(Call.position))
+        )
+        chain = load_chain(store, calls, rollout_id=rollout_id)
+        return [
+            (
+                chain.ids[: chain.prompt_length(c.position)].tolist(),
+                dict(c.notes.get("gateway_ms") or {}),
             )
-    engine.dispose()
-    return out
+            for c in calls
+        ]
 
 
 def prompt_of_size(chat_format: ChatFormat, tokens: int) -> str:
@@ -104,27 +202,24 @@ def prompt_of_size(chat_format: ChatFormat, tokens: int) -> str:
     return FILLER * max(1, copies - (base - tokens) // per_copy)
 
 
-def percentile(values: list[float], q: float) -> float:
-    return float(np.percentile(values, q)) if values else float("nan")
-
-
-class Bench:
+class Client:
     def __init__(self, gateway_url: str, upstream_url: str, session: aiohttp.ClientSession) -> None:
         self.gateway_url, self.upstream_url, self.session = gateway_url, upstream_url, session
 
-    async def gateway_episode(self, key: str, user_text: str) -> tuple[float, float]:
+    async def episode(self, key: str, user_text: str) -> tuple[float, float]:
         """Two calls of one rollout: a new chain, then a spliced extension. Returns their latencies (s)."""
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": "bench"},
             {"role": "user", "content": user_text},
         ]
-        headers = {"Authorization": f"Bearer {key}"}
         latencies = []
         for _ in range(2):
             body = {"model": "policy", "messages": messages, "tools": TOOLS, "max_tokens": 64}
             start = time.perf_counter()
             async with self.session.post(
-                f"{self.gateway_url}/v1/chat/completions", json=body, headers=headers
+                f"{self.gateway_url}/v1/chat/completions",
+                json=body,
+                headers={"Authorization": f"Bearer {key}"},
             ) as r:
                 payload = await r.json()
                 if r.status != 200:
@@ -136,8 +231,8 @@ class Bench:
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": "ok"})
         return latencies[0], latencies[1]
 
-    async def direct(self, prompt_ids: list[int], stream: bool = False) -> tuple[float, float]:
-        """One upstream request with these ids; returns (time to first byte, total) in seconds."""
+    async def direct(self, prompt_ids: list[int], stream: bool = False) -> list[float]:
+        """One upstream request with these ids: arrival times (s from the start) of each chunk, then the end."""
         body = {
             "model": "policy",
             "token_ids": prompt_ids,
@@ -145,202 +240,265 @@ class Bench:
             "output_mode": "text",
             "stream": stream,
         }
-        start = time.perf_counter()
-        first = None
-        async with self.session.post(f"{self.upstream_url}/inference/v1/generate", json=body) as r:
-            async for _ in r.content.iter_any():
-                first = first or time.perf_counter()
-        end = time.perf_counter()
-        return (first or end) - start, end - start
+        return await self._timed(self.session.post(f"{self.upstream_url}/inference/v1/generate", json=body))
 
-    async def gateway_ttfb(self, key: str, user_text: str) -> tuple[float, float]:
+    async def streamed(self, key: str, user_text: str) -> list[float]:
         body = {
             "model": "policy",
             "messages": [{"role": "system", "content": "bench"}, {"role": "user", "content": user_text}],
-            "tools": TOOLS,
             "stream": True,
             "max_tokens": 64,
         }
-        start = time.perf_counter()
-        first = None
-        async with self.session.post(
+        request = self.session.post(
             f"{self.gateway_url}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"}
-        ) as r:
+        )
+        return await self._timed(request)
+
+    @staticmethod
+    async def _timed(request: Any) -> list[float]:
+        start = time.perf_counter()
+        marks = []
+        async with request as r:
+            if r.status != 200:
+                raise click.ClickException(f"answered {r.status}: {await r.text()}")
             async for _ in r.content.iter_any():
-                first = first or time.perf_counter()
-        end = time.perf_counter()
-        return (first or end) - start, end - start
+                marks.append(time.perf_counter() - start)
+        return marks + [time.perf_counter() - start]
 
 
-def chain_prompts(
-    database_url: str,
+async def measure_latency(
+    client: Client, rollouts: Rollouts, store_dir: Path, text: str, episodes: int
+) -> dict[str, Any]:
+    added: dict[str, list[float]] = {k: [] for k in KINDS}
+    gateway: dict[str, list[float]] = {k: [] for k in KINDS}
+    direct: dict[str, list[float]] = {k: [] for k in KINDS}
+    stages: dict[str, dict[str, list[float]]] = {k: {} for k in KINDS}
+    prompt_tokens = 0
+    for rollout_id, key in rollouts.make(episodes):
+        through = await client.episode(key, text)
+        await asyncio.to_thread(rollouts.recorded, key)
+        calls = await asyncio.to_thread(recorded_calls, rollouts, store_dir, rollout_id)
+        prompt_tokens = len(calls[0][0])
+        for kind, spent, (prompt, stage_ms) in zip(KINDS, through, calls, strict=True):
+            straight = (await client.direct(prompt))[-1]
+            gateway[kind].append(spent * 1000)
+            direct[kind].append(straight * 1000)
+            added[kind].append((spent - straight) * 1000)
+            for stage, ms in stage_ms.items():
+                stages[kind].setdefault(stage, []).append(ms)
+    return {
+        "prompt_tokens": prompt_tokens,
+        **{
+            kind: {
+                "gateway_p50_ms": percentile(gateway[kind], 50),
+                "direct_p50_ms": percentile(direct[kind], 50),
+                "added_p50_ms": percentile(added[kind], 50),
+                "added_p99_ms": percentile(added[kind], 99),
+                "stages_p50_ms": {s: percentile(v, 50) for s, v in stages[kind].items()},
+            }
+            for kind in KINDS
+        },
+    }
+
+
+async def measure_streaming(
+    client: Client, rollouts: Rollouts, store_dir: Path, text: str, episodes: int
+) -> dict[str, Any]:
+    await client.session.post(
+        f"{client.upstream_url}/script",
+        json={"token_delay_s": TOKEN_DELAY_S, "script": [{"say": STREAM_TEXT}]},
+    )
+    through: list[list[float]] = []
+    straight: list[list[float]] = []
+    try:
+        for rollout_id, key in rollouts.make(episodes):
+            through.append(await client.streamed(key, text))
+            await asyncio.to_thread(rollouts.recorded, key)
+            [(prompt, _)] = await asyncio.to_thread(recorded_calls, rollouts, store_dir, rollout_id)
+            straight.append(await client.direct(prompt, stream=True))
+    finally:
+        # the upstream is the scripted policy (a test fixture this bench runs): back to its default script
+        from tests.fixtures.scripted_policy import DEFAULT_SCRIPT
+
+        await client.session.post(
+            f"{client.upstream_url}/script", json={"token_delay_s": 0.0, "scripts": [DEFAULT_SCRIPT]}
+        )
+
+    def summary(runs: list[list[float]]) -> dict[str, float]:
+        gaps = [(b - a) * 1000 for marks in runs for a, b in zip(marks[:-2], marks[1:-1], strict=True)]
+        return {
+            "ttfb_p50_ms": percentile([m[0] * 1000 for m in runs], 50),
+            "ttfb_p99_ms": percentile([m[0] * 1000 for m in runs], 99),
+            "inter_chunk_p50_ms": percentile(gaps, 50),
+            "inter_chunk_p99_ms": percentile(gaps, 99),
+            "total_p50_ms": percentile([m[-1] * 1000 for m in runs], 50),
+        }
+
+    return {"gateway": summary(through), "direct": summary(straight)}
+
+
+async def run_concurrently(concurrency: int, jobs: list[Any], work: Callable[[Any], Awaitable[int]]) -> int:
+    queue = list(jobs)
+
+    async def worker() -> int:
+        done = 0
+        while queue:
+            done += await work(queue.pop())
+        return done
+
+    return sum(await asyncio.gather(*(worker() for _ in range(concurrency))))
+
+
+class CpuMeter:
+    """CPU seconds of the client (this process), the upstream, the gateway processes and the whole machine."""
+
+    def __init__(self, upstream: int, gateway: int) -> None:
+        self.pids = {"client": os.getpid(), "upstream": upstream}
+        self.gateway = gateway
+
+    def read(self) -> dict[str, float]:
+        gateway_pids = [self.gateway, *children_of(self.gateway)]
+        out = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+        out["gateway"] = sum(cpu_seconds(pid) for pid in gateway_pids)
+        out["machine"] = machine_cpu_seconds()
+        return out
+
+    @staticmethod
+    def per_request_ms(before: dict[str, float], after: dict[str, float], requests: int) -> dict[str, float]:
+        spent = {k: after[k] - before[k] for k in before}
+        spent["other"] = spent.pop("machine") - spent["client"] - spent["upstream"] - spent["gateway"]
+        return {k: round(v * 1000 / requests, 2) for k, v in spent.items()}
+
+
+async def measure_throughput(
+    client: Client, rollouts: Rollouts, store_dir: Path, text: str, concurrency: int, meter: CpuMeter
+) -> dict[str, Any]:
+    keys = rollouts.make(concurrency * 4)
+    before, start = meter.read(), time.perf_counter()
+
+    async def episode(job: tuple[str, str]) -> int:
+        await client.episode(job[1], text)
+        return 2
+
+    requests = await run_concurrently(concurrency, keys, episode)
+    elapsed = time.perf_counter() - start
+    through_cpu = CpuMeter.per_request_ms(before, meter.read(), requests)
+    for _, key in keys:  # the records are written behind: count the time to the last one
+        await asyncio.to_thread(rollouts.recorded, key)
+    recorded_elapsed = time.perf_counter() - start
+    prompts = [p for p, _ in await asyncio.to_thread(recorded_calls, rollouts, store_dir, keys[0][0])]
+    jobs = [prompts[i % 2] for i in range(requests)]
+    before, start = meter.read(), time.perf_counter()
+
+    async def one(prompt: list[int]) -> int:
+        await client.direct(prompt)
+        return 1
+
+    direct_requests = await run_concurrently(concurrency, jobs, one)
+    direct_elapsed = time.perf_counter() - start
+    return {
+        "concurrency": concurrency,
+        "requests": requests,
+        "gateway_requests_per_s": requests / elapsed,
+        "gateway_recorded_requests_per_s": requests / recorded_elapsed,
+        "direct_requests_per_s": direct_requests / direct_elapsed,
+        "gateway_cpu_ms_per_request": through_cpu,
+        "direct_cpu_ms_per_request": CpuMeter.per_request_ms(before, meter.read(), direct_requests),
+    }
+
+
+async def measure_gateway(
+    gateway_url: str,
+    upstream_url: str,
+    rollouts: Rollouts,
     store_dir: Path,
-    rollout_ids: list[str],
-    breakdown: dict[str, list[float]] | None = None,
-) -> dict[str, list[list[int]]]:
-    """The exact prompt ids each recorded call sent upstream, from the stored token segments; ``breakdown``
-    collects the gateway's own latency fields of those calls."""
-    from sqlalchemy import select
-
-    from shared.db import make_engine, session_factory, session_scope
-    from shared.models import Call
-    from shared.objectstore import LocalObjectStore
-    from shared.trajectory import call_prompt_length, load_chain_tokens
-
-    store = LocalObjectStore(store_dir)
-    engine = make_engine(database_url)
-    out: dict[str, list[list[int]]] = {}
-    with session_scope(session_factory(engine)) as session:
-        for rollout_id in rollout_ids:
-            calls = list(
-                session.scalars(select(Call).where(Call.rollout_id == rollout_id).order_by(Call.position))
-            )
-            ids, _, _, _ = load_chain_tokens(store, calls)
-            out[rollout_id] = [ids[: call_prompt_length(store, calls, c.position)].tolist() for c in calls]
-            if breakdown is not None:
-                for call in calls:
-                    kind = "new_chain" if call.position == 0 else "spliced"
-                    for field in ("queue_ms", "inference_ms", "total_ms"):
-                        breakdown.setdefault(f"{kind}_{field}", []).append(getattr(call, field))
-    engine.dispose()
-    return out
-
-
-async def run_bench(gateway_url: str, upstream_url: str, database_url: str, store_dir: Path, chat_format: ChatFormat, sizes: list[int], episodes: int, concurrency: int) -> dict[str, Any]:  # fmt: skip
-    results: dict[str, Any] = {"latency": {}, "machine": describe_machine()}
-    connector = aiohttp.TCPConnector(limit=0)
+    chat_format: ChatFormat,
+    sizes: list[int],
+    episodes: int,
+    concurrencies: list[int],
+    meter: CpuMeter,
+    workers: int,
+) -> dict[str, Any]:
+    results: dict[str, Any] = {"workers": workers, "load_start": load_average(), "latency": {}}
     async with aiohttp.ClientSession(
-        connector=connector, timeout=aiohttp.ClientTimeout(total=600)
+        connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=600)
     ) as session:
-        bench = Bench(gateway_url, upstream_url, session)
-        warm = make_rollouts(database_url, 2)
-        await bench.gateway_episode(warm[0][1], "warm up")
+        client = Client(gateway_url, upstream_url, session)
+        text_2k = await asyncio.to_thread(prompt_of_size, chat_format, 2000)
+        for _, key in rollouts.make(4 * workers):  # warm every worker (id blocks, caches, connections)
+            await client.episode(key, text_2k)
         for size in sizes:
             text = await asyncio.to_thread(prompt_of_size, chat_format, size)
-            rollouts = make_rollouts(database_url, episodes)
-            via_gateway: list[tuple[float, float]] = []
-            for _, key in rollouts:
-                via_gateway.append(await bench.gateway_episode(key, text))
-            breakdown: dict[str, list[float]] = {}
-            prompts = await asyncio.to_thread(
-                chain_prompts, database_url, store_dir, [r for r, _ in rollouts], breakdown
+            results["latency"][f"{size // 1000}k"] = await measure_latency(
+                client, rollouts, store_dir, text, episodes
             )
-            direct: list[tuple[float, float]] = []
-            for rollout_id, _ in rollouts:
-                first, second = prompts[rollout_id]
-                direct.append(((await bench.direct(first))[1], (await bench.direct(second))[1]))
-            row: dict[str, Any] = {"prompt_tokens": len(prompts[rollouts[0][0]][0])}
-            for index, kind in enumerate(("new_chain", "spliced")):
-                added = [(g[index] - d[index]) * 1000 for g, d in zip(via_gateway, direct, strict=True)]
-                row[kind] = {
-                    "gateway_p50_ms": percentile([g[index] * 1000 for g in via_gateway], 50),
-                    "direct_p50_ms": percentile([d[index] * 1000 for d in direct], 50),
-                    "added_p50_ms": percentile(added, 50),
-                    "added_p99_ms": percentile(added, 99),
-                    # the gateway's own record: arrival -> upstream request, upstream, arrival -> recorded
-                    "recorded_queue_p50_ms": percentile(breakdown[f"{kind}_queue_ms"], 50),
-                    "recorded_inference_p50_ms": percentile(breakdown[f"{kind}_inference_ms"], 50),
-                    "recorded_total_p50_ms": percentile(breakdown[f"{kind}_total_ms"], 50),
-                }
-            results["latency"][f"{size // 1000}k"] = row
-
-        # time to first byte, streamed, with a visible per-token upstream delay
-        await session.post(f"{upstream_url}/script", json={"token_delay_s": 0.01})
-        text = await asyncio.to_thread(prompt_of_size, chat_format, 2000)
-        keys = make_rollouts(database_url, episodes)
-        gw = [await bench.gateway_ttfb(key, text) for _, key in keys]
-        streamed = await asyncio.to_thread(chain_prompts, database_url, store_dir, [r for r, _ in keys])
-        ids = streamed[keys[0][0]][0]  # the exact prompt the gateway sent upstream
-        up = [await bench.direct(ids, stream=True) for _ in keys]
-        results["ttfb"] = {
-            "gateway_ttfb_p50_ms": percentile([g[0] * 1000 for g in gw], 50),
-            "gateway_total_p50_ms": percentile([g[1] * 1000 for g in gw], 50),
-            "direct_ttfb_p50_ms": percentile([u[0] * 1000 for u in up], 50),
-            "direct_total_p50_ms": percentile([u[1] * 1000 for u in up], 50),
-        }
-        await session.post(f"{upstream_url}/script", json={"token_delay_s": 0.0})
-
-        # throughput at concurrency 32: two-call episodes, 2k prompts
-        keys = make_rollouts(database_url, concurrency * 4)
-        start = time.perf_counter()
-        queue = list(keys)
-
-        async def worker() -> int:
-            done = 0
-            while queue:
-                _, key = queue.pop()
-                await bench.gateway_episode(key, text)
-                done += 2
-            return done
-
-        requests = sum(await asyncio.gather(*(worker() for _ in range(concurrency))))
-        gateway_rps = requests / (time.perf_counter() - start)
-        jobs = [ids] * (concurrency * 8)
-        start = time.perf_counter()
-
-        async def direct_worker() -> int:
-            done = 0
-            while jobs:
-                await bench.direct(jobs.pop())
-                done += 1
-            return done
-
-        direct_requests = sum(await asyncio.gather(*(direct_worker() for _ in range(concurrency))))
-        results["throughput"] = {
-            "concurrency": concurrency,
-            "gateway_requests_per_s": gateway_rps,
-            "direct_requests_per_s": direct_requests / (time.perf_counter() - start),
-        }
+        results["streaming"] = await measure_streaming(client, rollouts, store_dir, text_2k, episodes)
+        results["throughput"] = [
+            await measure_throughput(client, rollouts, store_dir, text_2k, c, meter) for c in concurrencies
+        ]
+    results["load_end"] = load_average()
     return results
 
 
 def print_table(results: dict[str, Any]) -> None:
+    runs = results["runs"]
+    click.echo(f"gateway benchmark — {results['machine']}; upstream: {results['upstream']}")
     click.echo(
-        f"gateway benchmark — upstream: scripted policy server; drift check {'on' if results['measure_drift'] else 'off'}; "
-        f"machine: {results['machine']}"
+        "drift check " + ("on" if results["measure_drift"] else "off") + "; loads at start/end of each run: "
+        + "; ".join(f"{r['workers']} worker(s) {r['load_start']} → {r['load_end']}" for r in runs)
+    )  # fmt: skip
+    header = f"{'prompt':>7} {'call':>10}" + "".join(
+        " " + f"{r['workers']}w added p50/p99".rjust(22) for r in runs
     )
-    click.echo(
-        f"{'context':>8} {'call':>10} {'prompt':>7} {'gateway p50':>12} {'direct p50':>11} {'added p50':>10} "
-        f"{'added p99':>10} {'rec. queue':>11} {'rec. total':>11}"
-    )
-    for size, row in results["latency"].items():
-        for kind in ("new_chain", "spliced"):
-            r = row[kind]
+    click.echo(header + f" {'direct p50':>11}")
+    for size in runs[0]["latency"]:
+        for kind in KINDS:
+            row = f"{runs[0]['latency'][size]['prompt_tokens']:>7} {kind:>10}"
+            for r in runs:
+                cell = r["latency"][size][kind]
+                row += f" {cell['added_p50_ms']:>10.1f} / {cell['added_p99_ms']:>6.1f} ms"
+            click.echo(row + f" {runs[0]['latency'][size][kind]['direct_p50_ms']:>8.1f} ms")
+    for r in runs:
+        s = r["streaming"]
+        click.echo(
+            f"streaming, {r['workers']} worker(s): TTFB p50 {s['gateway']['ttfb_p50_ms']:.1f} ms vs direct "
+            f"{s['direct']['ttfb_p50_ms']:.1f}; inter-chunk p50/p99 {s['gateway']['inter_chunk_p50_ms']:.1f}/"
+            f"{s['gateway']['inter_chunk_p99_ms']:.1f} ms vs direct {s['direct']['inter_chunk_p50_ms']:.1f}/"
+            f"{s['direct']['inter_chunk_p99_ms']:.1f}"
+        )
+    for r in runs:
+        for t in r["throughput"]:
             click.echo(
-                f"{size:>8} {kind:>10} {row['prompt_tokens']:>7} {r['gateway_p50_ms']:>10.1f}ms "
-                f"{r['direct_p50_ms']:>9.1f}ms {r['added_p50_ms']:>8.1f}ms {r['added_p99_ms']:>8.1f}ms "
-                f"{r['recorded_queue_p50_ms']:>9.1f}ms {r['recorded_total_p50_ms']:>9.1f}ms"
+                f"c={t['concurrency']:<4} {r['workers']} worker(s): gateway {t['gateway_requests_per_s']:.1f} req/s "
+                f"(records in: {t['gateway_recorded_requests_per_s']:.1f}), direct {t['direct_requests_per_s']:.1f} "
+                f"req/s = {t['gateway_requests_per_s'] / t['direct_requests_per_s']:.0%}; CPU ms/request "
+                f"{t['gateway_cpu_ms_per_request']} (direct {t['direct_cpu_ms_per_request']})"
             )
-    t = results["ttfb"]
-    click.echo(
-        f"streaming (2k, 10 ms/token upstream): gateway TTFB p50 {t['gateway_ttfb_p50_ms']:.1f} ms of "
-        f"{t['gateway_total_p50_ms']:.1f} ms total; direct TTFB {t['direct_ttfb_p50_ms']:.1f} ms of {t['direct_total_p50_ms']:.1f} ms"
-    )
-    tp = results["throughput"]
-    click.echo(
-        f"concurrency {tp['concurrency']}: gateway {tp['gateway_requests_per_s']:.1f} req/s, "
-        f"direct {tp['direct_requests_per_s']:.1f} req/s"
-    )
 
 
 @click.command("gateway")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--workers", default=2, show_default=True, help="N: measure 1 gateway process, then N.")
 @click.option("--sizes", default="2000,20000,60000", show_default=True, help="Prompt sizes in tokens.")
 @click.option("--episodes", default=20, show_default=True, help="Two-call episodes per prompt size.")
-@click.option("--concurrency", default=32, show_default=True)
+@click.option("--concurrency", default="32,128", show_default=True, help="Concurrency levels for requests/s.")
 @click.option(
     "--measure-drift/--no-measure-drift",
     default=True,
     show_default=True,
     help="Run the gateway with the per-call retemplate drift check (its default) or without.",
 )
-def bench_gateway(as_json: bool, sizes: str, episodes: int, concurrency: int, measure_drift: bool) -> None:
-    """Added latency, TTFB and throughput of the gateway against its upstream called directly."""
+def bench_gateway(
+    as_json: bool, workers: int, sizes: str, episodes: int, concurrency: str, measure_drift: bool
+) -> None:
+    """Added latency, streaming and throughput of the gateway against its upstream called directly."""
     from shared.settings import get_settings
 
     settings = get_settings()
     model_dir = settings.resolved_model_dir
     size_list = [int(s) for s in sizes.split(",") if s.strip()]
+    levels = [int(c) for c in concurrency.split(",") if c.strip()]
+    results: dict[str, Any] = {"machine": describe_machine(), "runs": []}
     with (
         tempfile.TemporaryDirectory(prefix="harnessrl-bench-gw-") as tmp,
         scratch_database(settings.database_url) as db_url,
@@ -350,49 +508,64 @@ def bench_gateway(as_json: bool, sizes: str, episodes: int, concurrency: int, me
         if not (model_dir / "tokenizer.json").exists():
             model_dir = tmp_path / "model"
             subprocess.run([sys.executable, "-m", "services.cli.main", "model", "init-tiny", str(model_dir)], check=True, env=env, cwd=REPO_ROOT, stdout=subprocess.DEVNULL)  # fmt: skip
-        upstream_port, gateway_port = _free_port(), _free_port()
-        upstream_url, gateway_url = f"http://127.0.0.1:{upstream_port}", f"http://127.0.0.1:{gateway_port}"
-        gateway_env = {
-            **env,
-            "HARNESSRL_DATABASE_URL": db_url,
-            "HARNESSRL_OBJECT_STORE_URL": f"file://{tmp_path / 'objects'}",
-            "HARNESSRL_DATA_DIR": str(tmp_path),
-            "HARNESSRL_MODEL_DIR": str(model_dir),
-            "HARNESSRL_GATEWAY_PORT": str(gateway_port),
-            "HARNESSRL_INFERENCE_URLS": json.dumps([upstream_url]),
-            "HARNESSRL_MAX_MODEL_LEN": str(max(size_list) + 10_000),
-            "HARNESSRL_REDIS_URL": settings.redis_url,
-        }
+        upstream_port = _free_port()
+        upstream_url = f"http://127.0.0.1:{upstream_port}"
         logs = open(tmp_path / "processes.log", "wb")  # noqa: SIM115 - closed below
         upstream = subprocess.Popen([sys.executable, "-m", "tests.fixtures.scripted_policy", "--model-dir", str(model_dir), "--port", str(upstream_port)], env=env, cwd=REPO_ROOT, stdout=logs, stderr=subprocess.STDOUT)  # fmt: skip
-        serve = [sys.executable, "-m", "services.cli.main", "serve", "gateway"]
-        serve += [] if measure_drift else ["--no-measure-drift"]
-        gateway = subprocess.Popen(
-            serve, env=gateway_env, cwd=REPO_ROOT, stdout=logs, stderr=subprocess.STDOUT
-        )
+        rollouts = Rollouts(db_url, settings.redis_url)
         try:
             _wait_http(upstream_url + "/health", upstream)
-            _wait_http(gateway_url + "/healthz", gateway)
             chat_format = ChatFormat.load(model_dir)
-            results = asyncio.run(
-                run_bench(
-                    gateway_url,
-                    upstream_url,
-                    db_url,
-                    tmp_path / "objects",
-                    chat_format,
-                    size_list,
-                    episodes,
-                    concurrency,
-                )
-            )
+            for count in sorted({1, workers}):
+                gateway_port = _free_port()
+                gateway_url = f"http://127.0.0.1:{gateway_port}"
+                gateway_env = {
+                    **env,
+                    "HARNESSRL_DATABASE_URL": db_url,
+                    "HARNESSRL_OBJECT_STORE_URL": f"file://{tmp_path / 'objects'}",
+                    "HARNESSRL_DATA_DIR": str(tmp_path),
+                    "HARNESSRL_MODEL_DIR": str(model_dir),
+                    "HARNESSRL_GATEWAY_PORT": str(gateway_port),
+                    "HARNESSRL_GATEWAY_SOCKET": str(tmp_path / f"gateway-{gateway_port}.sock"),
+                    "HARNESSRL_INFERENCE_URLS": json.dumps([upstream_url]),
+                    "HARNESSRL_MAX_MODEL_LEN": str(max(size_list) + 10_000),
+                    "HARNESSRL_REDIS_URL": settings.redis_url,
+                }
+                serve = [
+                    sys.executable,
+                    "-m",
+                    "services.cli.main",
+                    "serve",
+                    "gateway",
+                    "--workers",
+                    str(count),
+                ]
+                serve += [] if measure_drift else ["--no-measure-drift"]
+                gateway = subprocess.Popen(serve, env=gateway_env, cwd=REPO_ROOT, stdout=logs, stderr=subprocess.STDOUT)  # fmt: skip
+                try:
+                    _wait_http(gateway_url + "/healthz", gateway)
+                    meter = CpuMeter(upstream.pid, gateway.pid)
+                    results["runs"].append(
+                        asyncio.run(
+                            measure_gateway(
+                                gateway_url,
+                                upstream_url,
+                                rollouts,
+                                tmp_path / "objects",
+                                chat_format,
+                                size_list,
+                                episodes,
+                                levels,
+                                meter,
+                                count,
+                            )  # fmt: skip
+                        )
+                    )
+                finally:
+                    _stop(gateway)
         finally:
-            for proc in (gateway, upstream):
-                proc.terminate()
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(15)
-                if proc.poll() is None:
-                    proc.kill()
+            rollouts.close()
+            _stop(upstream)
             logs.close()
     results["upstream"] = "scripted policy server (tests/fixtures/scripted_policy.py), ~40-token replies"
     results["measure_drift"] = measure_drift
@@ -400,3 +573,12 @@ def bench_gateway(as_json: bool, sizes: str, episodes: int, concurrency: int, me
         click.echo(json.dumps(results))
     else:
         print_table(results)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(30)
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()

@@ -2,27 +2,32 @@
 
 The rollout key is taken from, in order: the base-URL path prefix ``/r/<rollout-key>/...`` (all four CLIs keep a
 path prefix), ``Authorization: Bearer``, ``x-api-key``, ``x-goog-api-key``, ``?key=``. A missing key, an unknown
-key, or the key of a rollout that is already over (finished, grading, graded, failed) is a ``BindingError`` the
+key, or the key of a rollout that is already over (``ROLLOUT_CLOSED``) is a ``BindingError`` the
 handler answers with 401 in the caller's provider shape.
 
-``RolloutDirectory`` looks keys up in Postgres and caches hits for ``ttl_s`` (2 s: a burst of calls costs one
-query, and a rollout the runner closes or re-keys stops binding almost at once). Misses are not cached, so a rollout created a moment before its harness starts binds at
-once.
+``RolloutDirectory`` reads the key's state in Redis (``shared/capture_state.py``) — one round trip that also brings
+the rollout's chain tips for the splice. The binding there was written by the runner when it started the attempt,
+or by a gateway after a database lookup; it is trusted for ``BINDING_FRESH_S`` (30 s) after someone last saw the
+row running, then re-read from Postgres. The runner's flush barrier marks the key ``closed`` when the attempt
+ends and a retried attempt gets a new key, so a straggler is refused at once. Unknown keys are looked up in
+Postgres every time, so a rollout created a moment before its harness starts binds at once.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from aiohttp import web
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from services.gateway.tips import RolloutState, TipStore
+from shared.capture_state import BINDING_FRESH_S, Binding
 from shared.models import Rollout, Run
+from shared.run_config import SamplingConfig
+from shared.statuses import ROLLOUT_CLOSED
 
-CLOSED_STATUSES = ("finished", "grading", "graded", "failed")
 PATH_KEY = "rollout_key"
 
 
@@ -36,14 +41,12 @@ class BoundRollout:
     run_id: str
     harness: str
     rollout_key: str
-    sampling: dict[str, Any] = field(default_factory=dict)
-    """The run's ``config.sampling`` (temperature, top_p, max_tokens) that overrides the harness's request."""
-
-    @property
-    def session(self) -> str:
-        """What the splicer keys chain tips by: the key, so a retried rollout (the runner issues a new key) starts
-        clean instead of extending chains its previous attempt left (and the runner deleted)."""
-        return self.rollout_key
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    """The run config's ``sampling`` section (temperature, top_p, max_tokens); it overrides the harness's request."""
+    lora: bool = False
+    """The run trains a LoRA adapter: its calls sample with the run's newest served adapter (``shared.adapters``)."""
+    seed: int | None = None
+    """The rollout's sampling seed; its n-th call samples with ``shared.sampling_seed.call_seed(seed, n)``."""
 
 
 def rollout_key_of(request: web.Request) -> str | None:
@@ -61,27 +64,50 @@ def rollout_key_of(request: web.Request) -> str | None:
 
 
 class RolloutDirectory:
-    """Rollout keys to rollouts, from Postgres, with a small positive cache."""
+    """Rollout keys to rollouts: Redis first (with the chain tips), Postgres when the binding is unknown or old."""
 
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], ttl_s: float = 2.0) -> None:
-        self.sessions = sessions
-        self.ttl_s = ttl_s
-        self._cache: dict[str, tuple[float, BoundRollout]] = {}
+    def __init__(self, engine: AsyncEngine, tips: TipStore, fresh_s: float = BINDING_FRESH_S) -> None:
+        self.engine = engine
+        self.tips = tips
+        self.fresh_s = fresh_s
 
-    async def resolve(self, key: str | None) -> BoundRollout:
+    async def resolve(self, key: str | None, serving: str | None = None) -> tuple[BoundRollout, RolloutState]:
+        """The rollout a key serves, with its state; ``serving`` marks a model call as being served
+        (``shared/capture_state.py``)."""
         if not key:
             raise BindingError(
                 "no rollout key: send it as the API key (Authorization: Bearer, x-api-key, x-goog-api-key, "
                 "?key=) or in the base URL as /r/<rollout-key>/"
             )
-        hit = self._cache.get(key)
-        if hit is not None and hit[0] > time.monotonic():
-            return hit[1]
-        async with self.sessions() as session:
+        state = await self.tips.load(key, serving)
+        if state.closed:
+            raise BindingError("this rollout is over; it takes no more model calls")
+        binding = state.binding
+        if binding is None or time.time() - binding.checked_at > self.fresh_s:
+            binding = await self._lookup(key)
+            await self.tips.bind(key, binding)
+        # Only the run config's sampling section is kept (validated by its own model), not the whole RunConfig.
+        sampling = SamplingConfig.model_validate(binding.sampling)
+        bound = BoundRollout(
+            binding.rollout_id, binding.run_id, binding.harness, key, sampling, binding.lora, binding.seed
+        )
+        return bound, state
+
+    async def _lookup(self, key: str) -> Binding:
+        checked_at = time.time()
+        # autocommit: one statement, no BEGIN/ROLLBACK round trips around it
+        async with self.engine.connect() as connection:
+            connection = await connection.execution_options(isolation_level="AUTOCOMMIT")
             row = (
-                await session.execute(
+                await connection.execute(
                     select(
-                        Rollout.id, Rollout.run_id, Rollout.harness, Rollout.status, Run.config["sampling"]
+                        Rollout.id,
+                        Rollout.run_id,
+                        Rollout.harness,
+                        Rollout.status,
+                        Run.config["sampling"],
+                        Run.config["lora"],
+                        Rollout.sampling_seed,
                     )
                     .join(Run, Run.id == Rollout.run_id)
                     .where(Rollout.rollout_key == key)
@@ -89,10 +115,8 @@ class RolloutDirectory:
             ).first()
         if row is None:
             raise BindingError("unknown rollout key; this gateway only serves rollouts it was given")
-        if row.status in CLOSED_STATUSES:
+        if row.status in ROLLOUT_CLOSED:
             raise BindingError(f"rollout {row.id} is {row.status}; it takes no more model calls")
-        bound = BoundRollout(row.id, row.run_id, row.harness, key, row[4] or {})
-        self._cache[key] = (time.monotonic() + self.ttl_s, bound)
-        if len(self._cache) > 65536:
-            self._cache.clear()
-        return bound
+        return Binding(
+            row.id, row.run_id, row.harness, row[4] or {}, checked_at, row[5] is not None, row.sampling_seed
+        )

@@ -140,3 +140,8 @@ class ProviderError(Exception):
         # OpenAI's ``error.code`` (e.g. ``context_length_exceeded``) and ``error.param`` (the field at fault).
         self.code = code
         self.param = param
+        # (prompt tokens, context length) when the prompt did not fit the model's context: the runner is told.
+        self.context_overflow: tuple[int, int] | None = None
+        self.context_overflow_at_least = (
+            False  # the prompt count is a lower bound (refused before tokenizing)
+        )

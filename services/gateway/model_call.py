@@ -1,21 +1,25 @@
-"""One model call through the gateway core: splice, sample, parse tool calls, record — provider-neutral.
+"""One model call through the gateway core: splice, sample, parse tool calls, commit, record — provider-neutral.
 
-``ModelCall.start()`` plans the prompt (``splice``), checks the context length, sends the ids to the rollout's
-inference replica and waits for the first sampled chunk; every failure up to there is a ``ProviderError`` with the
-caller's status and **nothing is recorded**. ``ModelCall.events()`` then yields ``TextDelta`` / ``ReasoningDelta``
-/ ``ToolCallEvent`` as vLLM produces text, records the call (``capture.record_call``) and moves the chain tip, and
-only then yields ``Finish`` — so a harness never receives a complete answer that was not recorded, and the next
-call of the rollout always sees the new tip.
+``ModelCall.start()`` plans the prompt (``splice``: choose a chain tip from digests, load its ids, render the
+suffix in a worker thread), checks the context length, sends the ids to the rollout's inference replica and waits
+for the first sampled chunk; every failure up to there is a ``ProviderError`` with the caller's status and
+**nothing is recorded**. ``ModelCall.events()`` then yields ``TextDelta`` / ``ReasoningDelta`` / ``ToolCallEvent``
+as vLLM produces text, commits the chain's new tip to Redis (compare-and-set; it also marks the call pending),
+hands the call's record to the write-behind ``Recorder`` and only then yields ``Finish`` — so the next call of the
+rollout, in this process or another, always sees the new tip, and the record is written after the reply.
+``aclose()`` (after the reply's last bytes were written, or the client went away) tells the recorder the reply
+is done; the call stops being pending once its rows are in as well (``recorder.py``).
 
-Concurrency: the handler's task owns a ``ModelCall``. The rollout's lock (``Splicer.rollout_lock``) is held while
-planning and while recording + committing the tip, never while sampling, so a rollout's parallel calls (sub-agents)
-sample concurrently. The retemplate drift check runs in a worker thread alongside sampling; when it is not done
-by the time the call is recorded it is written later (``capture.record_drift``), off the reply's path.
+Concurrency: the handler's task owns a ``ModelCall``; nothing is locked while sampling, so a rollout's parallel
+calls (sub-agents) sample concurrently, and the tip's compare-and-set decides which of two racing extensions wins
+(the other becomes a ``retry`` fork). The retemplate drift check runs in a worker thread alongside sampling; when
+it is not done by the commit, the record waits for it in the writer, off the reply's path.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable
@@ -24,7 +28,7 @@ from types import ModuleType
 from typing import Any
 
 from services.gateway.binding import BoundRollout
-from services.gateway.capture import CallRecord, Recorded, record_call, record_drift
+from services.gateway.capture import CallRecord
 from services.gateway.conversation import (
     Completion,
     Conversation,
@@ -33,18 +37,25 @@ from services.gateway.conversation import (
     ProviderError,
     StreamEvent,
 )
-from services.gateway.splice import ChainTip, Retemplate, SplicePlan
+from services.gateway.splice import Choice, ConversationDigest, RetemplateCut, SplicePlan
 from services.gateway.state import GatewayState
+from services.gateway.tips import RolloutClosed, RolloutState, TipMoved
 from services.gateway.toolcalls import ToolCallParser
 from shared import metrics
+from shared.adapters import adapter_version
+from shared.busy_time import GENERATION_NOTE, generation_stamp
 from shared.inference_client import (
     ContextTooLong,
     InferenceError,
     InferenceOverloaded,
     InferenceUnavailable,
+    PromptIds,
     Sampled,
     SampledChunk,
 )
+from shared.sampling_seed import call_seed
+
+log = logging.getLogger("harnessrl.gateway")
 
 # The status each vendor answers "overloaded" with (Anthropic's own 529); everything else uses 503.
 OVERLOADED_STATUS = {"anthropic_messages": 529}
@@ -53,12 +64,15 @@ OVERLOADED_STATUS = {"anthropic_messages": 529}
 def context_length_error(adapter: ModuleType, limit: int, requested: int) -> ProviderError:
     make = getattr(adapter, "context_length_error", None)
     if make is not None:
-        return make(limit, requested)  # type: ignore[no-any-return]
-    return ProviderError(
-        400,
-        f"prompt is too long: {requested} tokens, the served context is {limit}",
-        code="context_length_exceeded",
-    )
+        error: ProviderError = make(limit, requested)
+    else:
+        error = ProviderError(
+            400,
+            f"prompt is too long: {requested} tokens, the served context is {limit}",
+            code="context_length_exceeded",
+        )
+    error.context_overflow = (requested, limit)
+    return error
 
 
 def upstream_provider_error(
@@ -76,13 +90,41 @@ def upstream_provider_error(
 
 @dataclass
 class Timings:
+    """Monotonic times of one call's stages (the app sets ``bound`` and ``parsed``)."""
+
     arrived: float
+    bound: float = 0.0
+    parsed: float = 0.0
+    planned: float = 0.0
     upstream_sent: float = 0.0
+    first_token: float = 0.0
     last_token: float = 0.0
+    committed: float = 0.0
     first_byte: float | None = None
 
     def ms(self, start: float, end: float) -> float:
         return max(0.0, (end - start) * 1000.0)
+
+    def stages_ms(self) -> dict[str, float]:
+        """Where the call's time went, in order (``notes.gateway_ms``; ``docs/perf/gateway.md`` reads them):
+        bind (Redis state, or the database) → parse (body, JSON, adapter) → plan (digests, tip ids, suffix render
+        and tokenization) → send (pool check, request) → upstream first token → sampling → commit (tip
+        compare-and-set, queueing the record)."""
+        marks = [
+            ("bind", self.bound),
+            ("parse", self.parsed),
+            ("plan", self.planned),
+            ("send", self.upstream_sent),
+            ("upstream_first_token", self.first_token),
+            ("sampling", self.last_token),
+            ("commit", self.committed),
+        ]
+        out, previous = {}, self.arrived
+        for name, mark in marks:
+            if mark:
+                out[name] = round(self.ms(previous, mark), 3)
+                previous = mark
+        return out
 
 
 class ModelCall:
@@ -90,68 +132,103 @@ class ModelCall:
         self,
         state: GatewayState,
         rollout: BoundRollout,
+        rollout_state: RolloutState,
         conversation: Conversation,
         adapter: ModuleType,
-        raw_request: Any,
+        raw_request: bytes,
         arrived: float,
+        serving: str | None = None,
     ) -> None:
         self.state = state
+        self.serving = serving
+        """This call's mark in the rollout's pending set while it is served (replaced by its id on commit)."""
         self.rollout = rollout
+        self.rollout_state = rollout_state
         self.conversation = conversation
         self.adapter = adapter
         self.raw_request = raw_request
         self.timings = Timings(arrived)
+        self.digest: ConversationDigest | None = None
         self.plan: SplicePlan | None = None
-        self.recorded: Recorded | None = None
+        self.call_id: int | None = None
+        self._tip_ids: PromptIds | None = None
         self._upstream: AsyncIterator[SampledChunk] | None = None
         self._first: SampledChunk | None = None
-        self._drift: asyncio.Task[tuple[bool, Retemplate]] | None = None
+        self._drift: asyncio.Task[tuple[bool, RetemplateCut | None]] | None = None
         self._labelled_version: int | None = None
+        self._lora_adapter: str | None = None
+        self.context_limit = state.settings.max_model_len
 
     def mark_first_byte(self) -> None:
         if self.timings.first_byte is None:
             self.timings.first_byte = time.monotonic()
 
+    async def _plan(self) -> SplicePlan:
+        state, conversation, key = self.state, self.conversation, self.rollout.rollout_key
+        splicer = state.splicer
+        self.digest = digest = ConversationDigest(conversation)
+        choice = splicer.choose(digest, self.rollout_state.tips)
+        if (needed := choice.needs_ids) is not None:
+            try:
+                self._tip_ids = await state.tips.ids(key, needed)
+            except TipMoved:  # the chain's ids expired from Redis: start over rather than guess
+                choice = Choice(None, None, None, False)
+
+        def build() -> SplicePlan:
+            plan = splicer.plan(conversation, digest, choice, self._tip_ids)
+            digest.digests()  # the new tip's message digests, computed here rather than before the reply
+            return plan
+
+        try:
+            return await asyncio.to_thread(build)
+        except Exception as exc:  # the template refused this conversation (e.g. a role it cannot render)
+            raise ProviderError(400, f"cannot format this conversation for the model: {exc}") from exc
+
     async def start(self) -> None:
         """Plan, check, send, and wait for the first sampled chunk; raises ``ProviderError``, records nothing."""
         state, conversation = self.state, self.conversation
-        lock = state.splicer.rollout_lock(self.rollout.session)
-        async with lock:
-            try:
-                plan = await asyncio.to_thread(state.splicer.plan, self.rollout.session, conversation)
-            except Exception as exc:  # the template refused this conversation (e.g. a role it cannot render)
-                raise ProviderError(400, f"cannot format this conversation for the model: {exc}") from exc
-        self.plan = plan
-        limit = state.settings.max_model_len
-        requested = len(plan.prompt_ids)
+        self.plan = plan = await self._plan()
+        self.timings.planned = time.monotonic()
+        limit = self.context_limit = await state.context_limit()
+        requested = len(plan.prompt)
         if requested >= limit:
             raise context_length_error(self.adapter, limit, requested)
         # The run's sampling settings win over what the harness asks for: the learner's importance ratios assume
         # the policy sampled at the run's temperature/top_p, and the run caps every completion's length.
         run_sampling = self.rollout.sampling
         budget = conversation.max_tokens or state.settings.default_max_tokens
-        if run_sampling.get("max_tokens"):
-            budget = min(budget, int(run_sampling["max_tokens"]))
-        temperature = run_sampling.get("temperature", conversation.temperature)
-        top_p = run_sampling.get("top_p", conversation.top_p)
+        if run_sampling.max_tokens is not None:
+            budget = min(budget, run_sampling.max_tokens)
         if state.measure_drift and state.splicer.mode == "splice":
-            self._drift = asyncio.create_task(asyncio.to_thread(state.splicer.drift, conversation, plan))
+            self._drift = asyncio.create_task(
+                asyncio.to_thread(state.splicer.drift, conversation, plan, self._tip_ids)
+            )
         self.timings.upstream_sent = time.monotonic()
         client = state.upstream.client_for(self.rollout.rollout_id)
+        if self.rollout.lora:
+            # A LoRA run samples with its newest served adapter; the name carries the version, and a name is never
+            # reloaded with other weights, so the call's version is exact. None yet: the base model, version 0.
+            self._lora_adapter = await state.served_adapter(self.rollout.run_id)
         sampling: dict[str, Any] = {
             "max_tokens": max(1, min(budget, limit - requested)),
-            "temperature": 1.0 if temperature is None else float(temperature),
-            "top_p": 1.0 if top_p is None else float(top_p),
+            "temperature": run_sampling.temperature,
+            "top_p": run_sampling.top_p,
             "extra_sampling": {"stop": conversation.stop} if conversation.stop else None,
+            "model": self._lora_adapter,
+            # A seeded run: the rollout's n-th call samples with a seed of its own (calls made in parallel share n).
+            "seed": None
+            if self.rollout.seed is None
+            else call_seed(self.rollout.seed, self.rollout_state.calls),
         }
         # A streaming caller gets text as it is sampled; a plain one waits for the whole reply anyway, and one
         # upstream response instead of a chunk per token saves a process wake-up per token.
         if conversation.stream:
-            self._upstream = client.stream(plan.prompt_ids, **sampling)
+            self._upstream = client.stream(plan.prompt, **sampling)
         else:
-            self._upstream = _whole(client.complete(plan.prompt_ids, **sampling))
+            self._upstream = _whole(client.complete(plan.prompt, **sampling))
         try:
             self._first = await anext(self._upstream)
+            self.timings.first_token = time.monotonic()
         except StopAsyncIteration:
             self._cancel_drift()
             raise ProviderError(502, "the inference service returned no tokens", "api_error") from None
@@ -186,7 +263,7 @@ class ModelCall:
         except InferenceError as exc:
             self._cancel_drift()
             raise upstream_provider_error(
-                exc, self.adapter, len(self.plan.prompt_ids), self.state.settings.max_model_len
+                exc, self.adapter, len(self.plan.prompt), self.context_limit
             ) from exc
         self.timings.last_token = time.monotonic()
         for event in parser.finish():
@@ -198,112 +275,138 @@ class ModelCall:
             reasoning=parser.reasoning or None,
             tool_calls=list(parser.calls),
             finish_reason="tool_calls" if parser.calls else ("length" if finish == "length" else "stop"),
-            prompt_tokens=len(self.plan.prompt_ids),
+            prompt_tokens=len(self.plan.prompt),
             completion_tokens=len(sampled_ids),
             parse_error=parser.parse_error,
         )
         reply = Message("assistant", parser.text, list(parser.calls), reasoning=parser.reasoning or None)
-        await self._record(completion, reply, sampled_ids, logprobs)
+        await self._commit(completion, reply, sampled_ids, logprobs)
         yield Finish(completion)
 
-    async def _record(
+    async def _commit(
         self, completion: Completion, reply: Message, sampled_ids: list[int], logprobs: list[float]
     ) -> None:
-        state, plan, timings = self.state, self.plan, self.timings
-        assert plan is not None
-        # The drift check must not delay the reply: if the from-scratch render is still running, the row is
-        # written with NULL and updated when it finishes.
-        drift: bool | None = None
-        rendered: Retemplate | None = None
-        pending_drift = self._drift
+        """Advance the chain tip (before the reply's last bytes) and queue the record (written after them)."""
+        state, timings, key = self.state, self.timings, self.rollout.rollout_key
+        plan, digest = self.plan, self.digest
+        assert plan is not None and digest is not None
+        # The drift check must not delay the reply: if the from-scratch render is still running, the writer waits
+        # for it and the resume point for the next check is stored when it ends.
+        drifted: bool | None = None
+        cut: RetemplateCut | None = None
+        pending_drift, self._drift = self._drift, None
         if pending_drift is not None and pending_drift.done():
-            if not pending_drift.cancelled():
-                drift, rendered = pending_drift.result()
+            if not pending_drift.cancelled() and pending_drift.exception() is None:
+                drifted, cut = pending_drift.result()
             pending_drift = None
-        self._drift = None
         policy_version, version_source = await self._policy_version()
-        rollout_id, session = self.rollout.rollout_id, self.rollout.session
-        async with state.splicer.rollout_lock(session):
-            if not state.splicer.still_extendable(session, plan):
+        try:
+            call_id = await state.call_ids.take()
+            chain_id = plan.extends.chain_id if plan.extends is not None else await state.chain_ids.take()
+            ids = plan.prompt + sampled_ids
+            tip = state.splicer.new_tip(plan, digest, reply, sampled_ids, chain_id, call_id, cut)
+            appended = len(plan.suffix_ids) + len(sampled_ids) if plan.extends is not None else len(ids)
+            try:
+                await state.tips.commit(key, tip, plan.extends, ids, appended, self.serving)
+            except TipMoved:  # another call extended this tip first (rule 4)
                 plan = state.splicer.as_retry_fork(plan)
-            now = time.monotonic()
-            record = CallRecord(
-                rollout_id=rollout_id,
+                chain_id = await state.chain_ids.take()
+                tip = state.splicer.new_tip(plan, digest, reply, sampled_ids, chain_id, call_id, cut)
+                await state.tips.commit(key, tip, None, ids, len(ids), self.serving)
+        except RolloutClosed as exc:
+            raise ProviderError(401, str(exc), "authentication_error") from exc
+        except ProviderError:
+            raise
+        except Exception as exc:
+            raise ProviderError(503, f"the gateway could not commit this call: {exc}", "api_error") from exc
+        self.plan, self.call_id = plan, call_id
+        timings.committed = time.monotonic()
+        late = None
+        if pending_drift is not None:
+            late = asyncio.ensure_future(self._late_drift(pending_drift, tip.chain_id, tip.position))
+        adapter, conversation = self.adapter, self.conversation
+        state.recorder.submit(
+            CallRecord(
+                rollout_key=key,
+                rollout_id=self.rollout.rollout_id,
                 run_id=self.rollout.run_id,
-                provider_api=self.adapter.API,
-                model_alias=self.conversation.model,
-                stream=self.conversation.stream,
-                position=plan.position,
-                chain_id=plan.extends.chain_id if plan.extends else None,
+                call_id=call_id,
+                chain_id=chain_id,
+                new_chain=plan.extends is None,
                 parent_chain_id=plan.parent_chain_id,
                 parent_call_id=plan.parent_call_id,
+                position=plan.position,
                 fork_reason=plan.fork_reason,
-                prompt_tokens=len(plan.prompt_ids),
-                segment_prompt_ids=plan.segment_prompt_ids,
+                provider_api=adapter.API,
+                model_alias=conversation.model,
+                stream=conversation.stream,
+                prompt_tokens=len(plan.prompt),
+                suffix_ids=plan.suffix_ids,
                 sampled_ids=sampled_ids,
                 sampled_logprobs=logprobs,
                 finish_reason=completion.finish_reason,
                 tool_call_count=len(completion.tool_calls),
                 parse_error=completion.parse_error,
                 policy_version=policy_version,
-                retemplate_drift=drift,
                 queue_ms=timings.ms(timings.arrived, timings.upstream_sent),
                 inference_ms=timings.ms(timings.upstream_sent, timings.last_token),
-                total_ms=timings.ms(timings.arrived, now),
+                total_ms=timings.ms(timings.arrived, timings.committed),
                 ttfb_ms=timings.ms(timings.arrived, timings.first_byte) if timings.first_byte else None,
                 raw_request=self.raw_request,
-                raw_response=self.adapter.render(completion, self.conversation),
+                response=lambda: adapter.render(completion, conversation),
+                retemplate_drift=drifted,
+                drift=late,
                 notes=self._notes(version_source),
             )
-            try:
-                self.recorded = await record_call(state.sessions, state.store, record)
-            except Exception as exc:
-                raise ProviderError(
-                    503, f"the gateway could not record this call: {exc}", "api_error"
-                ) from exc
-            tip = state.splicer.commit(
-                session,
-                plan,
-                self.conversation,
-                reply,
-                sampled_ids,
-                self.recorded.chain_id,
-                self.recorded.call_id,
-            )
-            if rendered is not None:
-                tip.retemplate = rendered.compact()
-        self.plan = plan
-        if pending_drift is not None:
-            state.track(self._late_drift(tip, self.recorded.call_id, pending_drift))
-        metrics.CALLS_CAPTURED.labels(self.adapter.API, completion.finish_reason).inc()
+        )
         if plan.fork_reason:
             metrics.FORKS.labels(self.rollout.harness, plan.fork_reason).inc()
         if timings.first_byte is not None:
             metrics.CALL_TTFB_SECONDS.labels(self.adapter.API).observe(timings.first_byte - timings.arrived)
 
     async def _late_drift(
-        self, tip: ChainTip, call_id: int, pending: asyncio.Task[tuple[bool, Retemplate]]
-    ) -> None:
-        drifted, rendered = await pending
-        tip.retemplate = rendered.compact()
-        await record_drift(self.state.sessions, call_id, drifted)
+        self, pending: asyncio.Task[tuple[bool, RetemplateCut | None]], chain_id: int, position: int
+    ) -> bool:
+        """A drift check that outlived the reply: its flag goes into the record (the writer awaits this), its
+        resume point onto the tip it belongs to."""
+        drifted, cut = await pending
+        if cut is not None:
+            try:
+                await self.state.tips.set_retemplate(self.rollout.rollout_key, chain_id, position, cut)
+            except Exception:  # only makes the next drift check slower
+                log.warning("could not store the retemplate cut of chain %d", chain_id, exc_info=True)
+        return drifted
 
     async def _policy_version(self) -> tuple[int, str]:
         """The version that sampled this call: the engine's own label when it gave one (exact), else the
         version the updater announced (a call sampled before any labelled swap), else 0 (the base model)."""
+        if self.rollout.lora:
+            version = adapter_version(self._lora_adapter) if self._lora_adapter else 0
+            return (version or 0), "adapter" if self._lora_adapter else "base"
         if self._labelled_version is not None:
             return self._labelled_version, "engine"
         announced = await self.state.served_policy_version()
         return (announced, "announced") if announced is not None else (0, "base")
 
     def _notes(self, version_source: str) -> dict[str, Any]:
-        notes: dict[str, Any] = {"policy_version_source": version_source}
+        timings = self.timings
+        to_unix = time.time() - time.monotonic()  # timings are monotonic; the stamp is read on other hosts
+        notes: dict[str, Any] = {
+            "policy_version_source": version_source,
+            "gateway_ms": timings.stages_ms(),
+            GENERATION_NOTE: generation_stamp(timings.upstream_sent + to_unix, timings.last_token + to_unix),
+        }
         if self.conversation.notes:
             notes["conversation"] = self.conversation.notes
         return notes
 
     async def aclose(self) -> None:
-        """Release the upstream stream and the drift task when a call ends early (client gone, error)."""
+        """After the reply (written, or abandoned by its client): tell the recorder, release the upstream stream
+        and the drift task."""
+        if self.call_id is not None:
+            self.state.recorder.reply_done(self.rollout.rollout_key, self.call_id)
+        elif self.serving is not None:
+            self.state.track(self.state.tips.served(self.rollout.rollout_key, self.serving))
         self._cancel_drift()
         if self._upstream is not None:
             await self._upstream.aclose()  # type: ignore[attr-defined]

@@ -2,7 +2,7 @@
 
 Harnesses change a few bytes of their history on every request (a billing hash, today's date). Left alone, each
 change would look like edited history and fork the chain. Each rule below names the harness that needs it and is
-tested in ``tests/unit/test_splice_normalize.py``. Rules only rewrite the *comparison key*; the prompt the model sees
+tested in ``tests/unit/test_splice.py``. Rules only rewrite the *comparison key*; the prompt the model sees
 keeps the chain's original tokens (that is the point of the splice).
 
 Message-level rules (``message_key``): tool-call arguments compare as parsed JSON, tool-call ids are ignored
@@ -40,13 +40,22 @@ RULES: tuple[VolatileLineRule, ...] = (
         re.compile(r"^x-anthropic-billing-header:[^\n]*\n?", re.MULTILINE),
         "",
     ),
-    # Claude Code's <system-reminder> "# currentDate\nToday's date is 2026-11-30." and Qwen Code's startup
-    # context "Today's date is Monday, November 30, 2026." (same words, different date formats).
+    # Claude Code's <system-reminder> "# currentDate\nToday's date is 2026-11-30.", Qwen Code's startup context
+    # and Gemini CLI's <session_context> "Today's date is Monday, November 30, 2026." (same words, different date
+    # formats).
     VolatileLineRule(
         "todays_date",
-        "claude-code,qwen-code",
+        "claude-code,qwen-code,gemini",
         re.compile(r"Today's date is [^\n<]*"),
         "Today's date is <date>",
+    ),
+    # Claude Code --bare's system prompt ends "CWD: /workspace\nDate: 2026-11-30"; under --bare the CLI renders its
+    # system prompt afresh for every request (``--system-prompt-snapshot`` is off), so the date moves at midnight.
+    VolatileLineRule(
+        "claude_bare_date",
+        "claude-code",
+        re.compile(r"^Date: \d{4}-\d{2}-\d{2}$", re.MULTILINE),
+        "Date: <date>",
     ),
     # Codex's <environment_context>: <current_date>2026-11-30</current_date> and <timezone>.
     VolatileLineRule(

@@ -1,11 +1,18 @@
 """The token-faithful splice: which chain a call extends, and the exact prompt ids the model is given.
 
-State: ``Splicer`` keeps, per rollout session (the rollout key), the **tip** of every chain — the last call's messages and tools, the reply we
-sent, and the exact ids the model has seen in that chain (prompt ids + its own sampled ids). It lives in the gateway
-process; one asyncio task at a time plans or commits for a rollout (``rollout_lock``), while sampling runs unlocked.
+State: a rollout's chain **tips** (``ChainTip``) — per chain, digests of the last call's messages and of the reply we
+sent, and the exact ids the model has seen in that chain (prompt ids + its own sampled ids). They live in Redis
+(``services/gateway/tips.py``), so any gateway process can plan any call and a restarted gateway resumes; the
+``Splicer`` here is pure: it decides and builds, the caller loads and commits.
+
+A call is planned in three steps (``services/gateway/model_call.py``): ``choose`` (which tip, from digests only —
+no ids, no tokenizer), load that tip's ids (local cache or Redis), ``plan`` (render + tokenize, in a worker
+thread). After sampling, ``new_tip`` is committed by compare-and-set on the old tip's version.
 
 Rules (DESIGN §2), applied to a new call with messages ``M`` and tools ``T``, messages compared by meaning
-(``normalize.message_key``: tool-call arguments as parsed JSON, volatile per-harness lines normalized):
+(``normalize.message_key``: tool-call arguments as parsed JSON, volatile per-harness lines normalized). Meaning is
+compared through 16-byte digests; a message whose fields are byte-identical to the tip's (``raw`` digest) is equal
+without normalizing it, so a long history costs one hash per call, not one normalization per message.
 
 1. **Extend.** If some chain tip has ``M[:n] == tip.messages + [tip.reply]`` and ``T == tip.tools``, the call
    continues that chain (newest tip first):
@@ -28,51 +35,146 @@ Rules (DESIGN §2), applied to a new call with messages ``M`` and tools ``T``, m
 3. **Retemplate mode** renders every prompt from scratch; a call still extends a chain only where the token prefix
    matches (``prompt_ids[:len(tip.ids)] == tip.ids``), else it forks with ``edited_history``. In splice mode
    ``drift`` (the rendered-from-scratch ids differ from the spliced ones) is measured per call; the from-scratch
-   render is tokenized incrementally against the previous call's (``Splicer.retemplate``).
-4. Two calls racing to extend the same tip: the first to commit extends it; the other becomes a ``retry`` fork with
-   its full prompt as the new chain's first segment (the ids the model saw are kept either way).
-5. Tips live in the gateway process, keyed by rollout key: a gateway restart mid-rollout, or a second gateway
-   process serving the same rollout, starts a new root chain for the calls that follow (recorded, never mixed).
+   render resumes after the previous call's render (``RetemplateCut``), so it costs O(new text) per call. Where
+   that render agrees with the chain's own ids up to its cut (the usual case) any process can resume it; where it
+   does not (the model formats differently from the template), only the process that rendered it can, and
+   another renders from scratch once.
+4. Two calls racing to extend the same tip (in one process or two): the first compare-and-set wins; the other
+   becomes a ``retry`` fork with its full prompt as the new chain's first segment (the ids the model saw are kept
+   either way). A tip never advances twice from one version.
 """
 
 from __future__ import annotations
 
-import asyncio
+import hashlib
+import json
 from array import array
-from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
 from services.gateway.chat_format import ChatFormat
-from services.gateway.conversation import Conversation, Message
+from services.gateway.conversation import Conversation, Message, ToolSpec
 from services.gateway.normalize import message_key, tools_key
+from shared.inference_client import PromptIds
 
 SpliceMode = Literal["splice", "retemplate"]
 SPLICE_MODES: tuple[SpliceMode, ...] = ("splice", "retemplate")
-MAX_ROLLOUTS_KEPT = 4096
+DIGEST_BYTES = 16
+
+
+def _digest(*parts: str) -> bytes:
+    h = hashlib.blake2b(digest_size=DIGEST_BYTES)
+    for part in parts:
+        h.update(part.encode("utf-8", "surrogatepass"))
+        h.update(b"\x00")
+    return h.digest()
+
+
+def raw_digest(message: Message) -> bytes:
+    """Every field of the message as given: equal raw digests mean equal meaning (no normalization needed)."""
+    calls = [
+        f"{c.id}\x01{c.name}\x01{c.kind}\x01"
+        + (json.dumps(c.arguments, sort_keys=True) if isinstance(c.arguments, dict) else c.arguments)
+        for c in message.tool_calls
+    ]
+    return _digest(
+        message.role,
+        message.content,
+        message.tool_call_id or "",
+        message.name or "",
+        message.reasoning or "",
+        *calls,
+    )
+
+
+def meaning_digest(message: Message) -> bytes:
+    return _digest(repr(message_key(message)))
+
+
+def tools_digest(tools: list[ToolSpec]) -> bytes:
+    return _digest(tools_key(tools))
+
+
+@dataclass(frozen=True)
+class MessageDigest:
+    role: str
+    raw: bytes
+    meaning: bytes
+
+
+def digest_message(message: Message) -> MessageDigest:
+    return MessageDigest(message.role, raw_digest(message), meaning_digest(message))
+
+
+class ConversationDigest:
+    """Digests of one request's messages; meaning digests are computed only where the raw ones differ from a tip's."""
+
+    def __init__(self, conversation: Conversation) -> None:
+        self.messages = conversation.messages
+        self.roles = [m.role for m in self.messages]
+        self.raw = [raw_digest(m) for m in self.messages]
+        self._meaning: list[bytes | None] = [None] * len(self.messages)
+        self.tools = tools_digest(conversation.tools)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def meaning(self, index: int) -> bytes:
+        value = self._meaning[index]
+        if value is None:
+            value = self._meaning[index] = meaning_digest(self.messages[index])
+        return value
+
+    def matches(self, index: int, other: MessageDigest) -> bool:
+        if self.raw[index] == other.raw:
+            if self._meaning[index] is None:
+                self._meaning[index] = other.meaning
+            return True
+        return self.roles[index] == other.role and self.meaning(index) == other.meaning
+
+    def digests(self) -> list[MessageDigest]:
+        return [
+            MessageDigest(r, raw, self.meaning(i))
+            for i, (r, raw) in enumerate(zip(self.roles, self.raw, strict=True))
+        ]
+
+
+@dataclass(frozen=True)
+class RetemplateCut:
+    """Where the from-scratch render of a tip's prompt can resume: its text up to the last end-of-turn token
+    (``chars`` characters, digest ``text``) and the ids of that text (``count`` of them)."""
+
+    chars: int
+    text: bytes
+    count: int
+    ids: array[int] | None = None
+    """None when they are the chain's own first ``count`` ids (no drift up to there; any process can resume);
+    else the render's ids, which only the process that made them keeps (``tips.py``)."""
 
 
 @dataclass(eq=False)
 class ChainTip:
-    """The end of one chain: what the model saw and sampled last in it."""
+    """The end of one chain: what the model saw and sampled last in it (ids are loaded separately)."""
 
     chain_id: int
     position: int
     call_id: int
-    messages: list[Message]
-    tools_key: str
-    reply: Message
-    ids: array[int]
-    """The chain so far: the last prompt's ids then the ids the model sampled (4 bytes per token)."""
+    history: list[MessageDigest]
+    """The last call's messages, then the reply we sent."""
+    tools: bytes
+    ids_len: int
+    """Length of the chain so far: the last prompt's ids then the ids the model sampled."""
     prompt_len: int
+    end_of_turns: int
+    """End-of-turn tokens in the chain's ids (where the next suffix is cut)."""
     closed: bool
-    retemplate: Retemplate | None = None
-    """The from-scratch render of this call's prompt, once known (makes the next drift check incremental)."""
-
-    @property
-    def prompt_ids(self) -> list[int]:
-        return self.ids[: self.prompt_len].tolist()
+    """The last reply ended with the end-of-turn token (not cut by ``max_tokens``)."""
+    seq: int = 0
+    """Commit order within the rollout (newest tip = highest)."""
+    retemplate: RetemplateCut | None = None
 
 
 @dataclass(frozen=True)
@@ -82,17 +184,31 @@ class Retemplate:
     text: str
     ids: Sequence[int]
 
-    def compact(self) -> Retemplate:
-        """The same render with its ids packed (what a chain tip keeps)."""
-        return self if isinstance(self.ids, array) else Retemplate(self.text, array("i", self.ids))
+
+@dataclass
+class Choice:
+    """What ``Splicer.choose`` decided from digests: the tip to extend, or why the call forks."""
+
+    extends: ChainTip | None
+    newest: ChainTip | None
+    fork_reason: str | None
+    reuse_prompt: bool
+    """A retry of the newest tip's exact messages (splice mode): the model is given the same prompt ids again."""
+
+    @property
+    def needs_ids(self) -> ChainTip | None:
+        """The tip whose ids ``plan`` needs."""
+        if self.extends is not None:
+            return self.extends
+        return self.newest if self.reuse_prompt else None
 
 
 @dataclass
 class SplicePlan:
-    """Where a call goes and what the model is given; nothing is recorded until ``commit``."""
+    """Where a call goes and what the model is given; nothing is committed or recorded yet."""
 
-    prompt_ids: list[int]
-    segment_prompt_ids: list[int]
+    prompt: PromptIds
+    suffix_ids: list[int]
     """Prompt ids new to the chain (stored once): the full prompt for a new chain, else closing + suffix."""
     extends: ChainTip | None
     fork_reason: str | None
@@ -101,31 +217,32 @@ class SplicePlan:
     parent_call_id: int | None = None
     """The call this one follows: the extended tip's call, or for a fork the rollout's newest call."""
     rendered: Retemplate | None = None
-    """Set when ``prompt_ids`` is itself a from-scratch render (nothing can drift)."""
+    """Set when ``prompt`` is itself a from-scratch render (nothing can drift)."""
+
+    @property
+    def prompt_ids(self) -> list[int]:
+        return self.prompt.ids.tolist()
 
 
-@dataclass
-class _RolloutTips:
-    tips: list[ChainTip] = field(default_factory=list)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+def _system(keys: list[bytes], roles: Sequence[str]) -> list[bytes]:
+    return [k for k, r in zip(keys, roles, strict=True) if r == "system"]
 
 
-def _system_keys(messages: list[Message]) -> list[tuple[object, ...]]:
-    return [message_key(m) for m in messages if m.role == "system"]
+def _dialog(keys: list[bytes], roles: Sequence[str]) -> list[bytes]:
+    return [k for k, r in zip(keys, roles, strict=True) if r != "system"]
 
 
-def _dialog_keys(messages: list[Message]) -> list[tuple[object, ...]]:
-    return [message_key(m) for m in messages if m.role != "system"]
-
-
-def fork_reason(conversation: Conversation, tip: ChainTip) -> str:
-    """Why ``conversation`` does not extend ``tip`` (rule 2 of the module docstring)."""
-    new = [message_key(m) for m in conversation.messages]
-    old = [message_key(m) for m in tip.messages]
-    history = old + [message_key(tip.reply)]
-    tools_differ = tools_key(conversation.tools) != tip.tools_key
-    system_differs = _system_keys(conversation.messages) != _system_keys(tip.messages)
-    new_dialog, old_dialog = _dialog_keys(conversation.messages), _dialog_keys(tip.messages + [tip.reply])
+def fork_reason(digest: ConversationDigest, tip: ChainTip) -> str:
+    """Why the conversation does not extend ``tip`` (rule 2 of the module docstring)."""
+    new = [digest.meaning(i) for i in range(len(digest))]
+    old_digests = tip.history[:-1]
+    old = [d.meaning for d in old_digests]
+    old_roles = [d.role for d in old_digests]
+    history = [d.meaning for d in tip.history]
+    tools_differ = digest.tools != tip.tools
+    system_differs = _system(new, digest.roles) != _system(old, old_roles)
+    new_dialog = _dialog(new, digest.roles)
+    old_dialog = _dialog(history, [d.role for d in tip.history])
     first_differs = bool(new_dialog and old_dialog) and new_dialog[0] != old_dialog[0]
     if not tools_differ and (new == old or (len(new) < len(old) and old[: len(new)] == new)):
         return "retry"
@@ -146,65 +263,78 @@ def fork_reason(conversation: Conversation, tip: ChainTip) -> str:
     return "edited_history"
 
 
-def extends(conversation: Conversation, tip: ChainTip) -> bool:
+def extends(digest: ConversationDigest, tip: ChainTip) -> bool:
     """Rule 1: the conversation is the tip's messages + our reply + new messages, with the same tools."""
-    if tools_key(conversation.tools) != tip.tools_key:
+    if digest.tools != tip.tools or len(digest) <= len(tip.history):
         return False
-    history = tip.messages + [tip.reply]
-    if len(conversation.messages) <= len(history):
-        return False
-    return all(message_key(a) == message_key(b) for a, b in zip(conversation.messages, history, strict=False))
+    return all(digest.matches(i, d) for i, d in enumerate(tip.history))
 
 
 class Splicer:
-    """Chain tips of every live rollout (bounded; the least recently used rollouts are forgotten)."""
+    """Plans calls against chain tips (pure: no state, no I/O)."""
 
     def __init__(self, chat_format: ChatFormat, mode: SpliceMode = "splice") -> None:
         if mode not in SPLICE_MODES:
             raise ValueError(f"splice mode must be one of {SPLICE_MODES}, not {mode!r}")
         self.chat_format = chat_format
         self.mode = mode
-        self._rollouts: OrderedDict[str, _RolloutTips] = OrderedDict()
 
-    def _state(self, rollout_id: str) -> _RolloutTips:
-        state = self._rollouts.get(rollout_id)
-        if state is None:
-            state = self._rollouts[rollout_id] = _RolloutTips()
-            while len(self._rollouts) > MAX_ROLLOUTS_KEPT:
-                self._rollouts.popitem(last=False)
-        self._rollouts.move_to_end(rollout_id)
-        return state
-
-    def rollout_lock(self, rollout_id: str) -> asyncio.Lock:
-        return self._state(rollout_id).lock
-
-    def tips(self, rollout_id: str) -> list[ChainTip]:
-        return list(self._state(rollout_id).tips)
-
-    def plan(self, rollout_id: str, conversation: Conversation) -> SplicePlan:
-        """Decide the chain and build the prompt ids (CPU work: run it in a thread, under ``rollout_lock``)."""
-        tips = self._state(rollout_id).tips
+    # --- deciding ----------------------------------------------------------------------------------------
+    def choose(self, digest: ConversationDigest, tips: Sequence[ChainTip]) -> Choice:
+        """The tip this call extends (newest first), or the fork it starts. ``tips`` oldest first."""
+        newest = tips[-1] if tips else None
         for tip in reversed(tips):
-            if extends(conversation, tip):
-                plan = self._extend(conversation, tip)
-                if plan is not None:
-                    return plan
-                break
-        if not tips:
+            if extends(digest, tip):
+                return Choice(tip, newest, None, False)
+        return self._fork(digest, newest)
+
+    def _fork(self, digest: ConversationDigest, newest: ChainTip | None) -> Choice:
+        if newest is None:
+            return Choice(None, None, None, False)
+        reason = fork_reason(digest, newest)
+        same_prompt = len(digest) == len(newest.history) - 1 and all(
+            digest.matches(i, d) for i, d in enumerate(newest.history[:-1])
+        )
+        return Choice(None, newest, reason, reason == "retry" and same_prompt and self.mode == "splice")
+
+    # --- building (CPU work: run in a thread) ------------------------------------------------------------
+    def plan(
+        self,
+        conversation: Conversation,
+        digest: ConversationDigest,
+        choice: Choice,
+        tip_ids: PromptIds | None,
+    ) -> SplicePlan:
+        """The prompt for ``choice``; ``tip_ids`` are the ids of ``choice.needs_ids``."""
+        if choice.extends is not None:
+            assert tip_ids is not None
+            plan = self._extend(conversation, choice.extends, tip_ids)
+            if plan is not None:
+                return plan
+            choice = self._fork(digest, choice.newest)  # retemplate mode: the tokens disagree
+        newest = choice.newest
+        if newest is None:
             rendered = self._render(conversation)
-            full = list(rendered.ids)
-            return SplicePlan(full, full, None, None, None, 0, rendered=rendered)
-        newest = tips[-1]
-        reason = fork_reason(conversation, newest)
-        same_prompt = [message_key(m) for m in conversation.messages] == [
-            message_key(m) for m in newest.messages
-        ]
-        if reason == "retry" and same_prompt and self.mode == "splice":
-            full = newest.prompt_ids
-            return SplicePlan(full, full, None, reason, newest.chain_id, 0, newest.call_id)
+            return SplicePlan(
+                PromptIds.of(rendered.ids), list(rendered.ids), None, None, None, 0, rendered=rendered
+            )
+        if choice.reuse_prompt:
+            assert tip_ids is not None
+            prompt = PromptIds.of(tip_ids.ids[: newest.prompt_len])
+            return SplicePlan(
+                prompt, prompt.ids.tolist(), None, choice.fork_reason, newest.chain_id, 0, newest.call_id
+            )
         rendered = self._render(conversation)
-        full = list(rendered.ids)
-        return SplicePlan(full, full, None, reason, newest.chain_id, 0, newest.call_id, rendered=rendered)
+        return SplicePlan(
+            PromptIds.of(rendered.ids),
+            list(rendered.ids),
+            None,
+            choice.fork_reason,
+            newest.chain_id,
+            0,
+            newest.call_id,
+            rendered=rendered,
+        )
 
     def _render(self, conversation: Conversation) -> Retemplate:
         text = self.chat_format.render_text(
@@ -212,87 +342,114 @@ class Splicer:
         )
         return Retemplate(text, self.chat_format.encode(text))
 
-    def _extend(self, conversation: Conversation, tip: ChainTip) -> SplicePlan | None:
+    def _extend(self, conversation: Conversation, tip: ChainTip, tip_ids: PromptIds) -> SplicePlan | None:
         closing = [] if tip.closed else list(self.chat_format.closing_ids)
         if self.mode == "retemplate":
-            rendered = self.retemplate(conversation, tip)
-            full = list(rendered.ids)
-            if full[: len(tip.ids)] != tip.ids.tolist():
+            rendered = self._render(conversation)
+            full = array("i", rendered.ids)
+            if full[: tip.ids_len] != tip_ids.ids:
                 return None
             return SplicePlan(
-                full, full[len(tip.ids) :], tip, None, None, tip.position + 1, tip.call_id, rendered=rendered
+                PromptIds(full),
+                full[tip.ids_len :].tolist(),
+                tip,
+                None,
+                None,
+                tip.position + 1,
+                tip.call_id,
+                rendered=rendered,
             )
-        closed_turns = self.chat_format.count_end_of_turn(tip.ids) + len(closing)
-        suffix = self.chat_format.render_suffix(conversation, closed_turns)
+        suffix = self.chat_format.render_suffix(conversation, tip.end_of_turns + len(closing))
         segment = closing + suffix
-        return SplicePlan(tip.ids.tolist() + segment, segment, tip, None, None, tip.position + 1, tip.call_id)
+        return SplicePlan(tip_ids + segment, segment, tip, None, None, tip.position + 1, tip.call_id)
 
-    def still_extendable(self, rollout_id: str, plan: SplicePlan) -> bool:
-        """False when another call committed onto the same tip first (rule 4)."""
-        return plan.extends is None or plan.extends in self._state(rollout_id).tips
-
-    def commit(
+    # --- after sampling ----------------------------------------------------------------------------------
+    def new_tip(
         self,
-        rollout_id: str,
         plan: SplicePlan,
-        conversation: Conversation,
+        digest: ConversationDigest,
         reply: Message,
         sampled_ids: list[int],
         chain_id: int,
         call_id: int,
+        retemplate: RetemplateCut | None = None,
     ) -> ChainTip:
-        """Record the new tip of ``chain_id`` after a call's reply is known (call under ``rollout_lock``)."""
-        tips = self._state(rollout_id).tips
-        if plan.extends is not None and plan.extends in tips:
-            tips.remove(plan.extends)
-        tip = ChainTip(
+        """The tip ``chain_id`` has once this call's reply is known."""
+        eot = self.chat_format.end_of_turn_id
+        if plan.extends is not None:
+            before = plan.extends.end_of_turns
+            new_ids = plan.suffix_ids
+        else:
+            before = 0
+            new_ids = plan.prompt.ids  # type: ignore[assignment]
+        counted = before + _count(new_ids, eot) + _count(sampled_ids, eot)
+        return ChainTip(
             chain_id=chain_id,
             position=plan.position,
             call_id=call_id,
-            messages=list(conversation.messages),
-            tools_key=tools_key(conversation.tools),
-            reply=reply,
-            ids=array("i", plan.prompt_ids + sampled_ids),
-            prompt_len=len(plan.prompt_ids),
+            history=digest.digests() + [digest_message(reply)],
+            tools=digest.tools,
+            ids_len=len(plan.prompt) + len(sampled_ids),
+            prompt_len=len(plan.prompt),
+            end_of_turns=counted,
             closed=self.chat_format.closes_turn(sampled_ids),
-            retemplate=plan.rendered.compact() if plan.rendered else None,
+            retemplate=retemplate,
         )
-        tips.append(tip)
-        return tip
 
     def as_retry_fork(self, plan: SplicePlan) -> SplicePlan:
         """Rule 4: the tip moved on under us; keep the ids the model saw as a new chain's first segment."""
         parent = plan.extends.chain_id if plan.extends else plan.parent_chain_id
-        return SplicePlan(plan.prompt_ids, plan.prompt_ids, None, "retry", parent, 0, plan.parent_call_id)
+        return SplicePlan(
+            plan.prompt, plan.prompt.ids.tolist(), None, "retry", parent, 0, plan.parent_call_id
+        )
 
-    def retemplate(self, conversation: Conversation, base: ChainTip | None) -> Retemplate:
+    # --- drift (splice mode): the from-scratch render, compared --------------------------------------------
+    def retemplate(
+        self, conversation: Conversation, base: ChainTip | None, base_ids: PromptIds | None
+    ) -> Retemplate:
         """The from-scratch render of ``conversation``, tokenized incrementally where it extends ``base``'s.
 
-        Where the new text starts with the base render up to its last end-of-turn token, only the text after
-        that special token is tokenized (the same boundary argument as the splice's suffix), so a chain's drift
-        checks cost O(new text) per call instead of O(whole prompt)."""
+        Where the new text starts with the base render up to its last end-of-turn token (``base.retemplate``),
+        only the text after that special token is tokenized (the same boundary argument as the splice's suffix);
+        the ids before it are the chain's own where they agree, else the ones the cut kept."""
         text = self.chat_format.render_text(
             conversation.messages, conversation.tools, add_generation_prompt=True
         )
-        previous = base.retemplate if base is not None else None
-        end = self.chat_format.end_of_turn
-        if previous is not None and (cut := previous.text.rfind(end)) >= 0:
-            cut += len(end)
-            if text.startswith(previous.text[:cut]):
-                turns = previous.text[:cut].count(end)
-                seen = 0
-                for index, token in enumerate(previous.ids):
-                    seen += token == self.chat_format.end_of_turn_id
-                    if seen == turns:
-                        return Retemplate(
-                            text, list(previous.ids[: index + 1]) + self.chat_format.encode(text[cut:])
-                        )
+        cut = base.retemplate if base is not None else None
+        if cut is not None and len(text) >= cut.chars and _digest(text[: cut.chars]) == cut.text:
+            if cut.ids is not None:
+                return Retemplate(text, cut.ids.tolist() + self.chat_format.encode(text[cut.chars :]))
+            if base_ids is not None and len(base_ids) >= cut.count:
+                head = base_ids.ids[: cut.count].tolist()
+                return Retemplate(text, head + self.chat_format.encode(text[cut.chars :]))
         return Retemplate(text, self.chat_format.encode(text))
 
-    def drift(self, conversation: Conversation, plan: SplicePlan) -> tuple[bool, Retemplate]:
+    def drift(
+        self, conversation: Conversation, plan: SplicePlan, base_ids: PromptIds | None
+    ) -> tuple[bool, RetemplateCut | None]:
         """Whether rendering from scratch would have given other prompt ids than the ones the model saw, and
-        that render (kept on the new tip for the next check)."""
-        if plan.rendered is not None:
-            return False, plan.rendered
-        rendered = self.retemplate(conversation, plan.extends)
-        return list(rendered.ids) != plan.prompt_ids, rendered
+        where the next call's render can resume."""
+        rendered = plan.rendered or self.retemplate(conversation, plan.extends, base_ids)
+        drifted = plan.rendered is None and array("i", rendered.ids) != plan.prompt.ids
+        return drifted, self.retemplate_cut(rendered, plan.prompt)
+
+    def retemplate_cut(self, rendered: Retemplate, prompt: PromptIds) -> RetemplateCut | None:
+        end = self.chat_format.end_of_turn
+        cut = rendered.text.rfind(end)
+        if cut < 0:
+            return None
+        cut += len(end)
+        turns = rendered.text.count(end, 0, cut)
+        ends = np.flatnonzero(np.asarray(rendered.ids, dtype=np.int64) == self.chat_format.end_of_turn_id)
+        if len(ends) < turns:
+            return None
+        count = int(ends[turns - 1]) + 1
+        head = array("i", rendered.ids[:count])
+        own = head == prompt.ids[:count]
+        return RetemplateCut(cut, _digest(rendered.text[:cut]), count, None if own else head)
+
+
+def _count(ids: Sequence[int], token: int) -> int:
+    if isinstance(ids, array):
+        return int(np.count_nonzero(np.frombuffer(ids, dtype=np.int32) == token))
+    return sum(1 for i in ids if i == token)

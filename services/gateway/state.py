@@ -1,14 +1,23 @@
 """The gateway's process-wide resources, opened and closed in one place (``open_state``, an aiohttp cleanup_ctx).
 
 ``GatewayState`` holds the async DB engine and sessions, the object store, the HTTP session to vLLM, the Redis
-client (served policy version), the chat format (tokenizer + template) and the splicer with every live rollout's
-chain tips. Handlers read it from ``app[STATE]``; nothing else is global.
+clients (served policy version; chain tips and this process's lease), the chat format (tokenizer + template), the
+splicer, the tip store, the id blocks and the write-behind recorder. Handlers read it from ``app[STATE]``; nothing
+else is global. Every gateway process (``serve gateway --workers N``) has its own state; what they share lives in
+Redis and Postgres.
+
+Shutdown order: the app stops taking requests, the recorder drains its queue, then the lease is dropped — so a
+clean exit never leaves a call pending, and only a crash does (``shared/capture_state.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import secrets
+import socket
+import time
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,11 +28,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from services.gateway.binding import RolloutDirectory
 from services.gateway.chat_format import ChatFormat
+from services.gateway.recorder import Recorder
+from services.gateway.row_ids import RowIds
 from services.gateway.splice import SpliceMode, Splicer
+from services.gateway.tips import TipStore
 from services.gateway.upstream import Upstream
+from shared.adapters import served_adapter_key
 from shared.db import async_session_factory, make_async_engine
-from shared.events import POLICY_VERSION_KEY
+from shared.incidents import note_boot_async
 from shared.objectstore import ObjectStore, open_store
+from shared.pool import SERVED_KEY, Served
 from shared.settings import Settings
 
 log = logging.getLogger("harnessrl.gateway")
@@ -40,10 +54,18 @@ class GatewayState:
     redis: aioredis.Redis
     chat_format: ChatFormat
     splicer: Splicer
+    tips: TipStore
+    recorder: Recorder
+    call_ids: RowIds
+    chain_ids: RowIds
     directory: RolloutDirectory
     upstream: Upstream
     measure_drift: bool
     background: set[asyncio.Task[None]] = field(default_factory=set)
+    # Characters the vocabulary's longest token spells: no token covers more (request_checks.prompt_token_floor).
+    longest_token_chars: int = 1
+    _engine_limit: int | None = None
+    _next_limit_probe: float = 0.0
 
     def track(self, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` after the reply (e.g. a late drift update); finished before the state closes."""
@@ -56,13 +78,30 @@ class GatewayState:
         if not task.cancelled() and task.exception() is not None:
             log.error("background gateway work failed", exc_info=task.exception())
 
-    async def served_policy_version(self) -> int | None:
-        """The version the inference updater last announced in Redis (a fallback when a reply is unlabeled)."""
+    async def context_limit(self) -> int:
+        """The context the engine really serves: the smaller of ``settings.max_model_len`` and what the inference
+        replicas report (asked until one answers, then remembered)."""
+        if self._engine_limit is None and time.monotonic() >= self._next_limit_probe:
+            self._next_limit_probe = time.monotonic() + 10.0
+            self._engine_limit = await self.upstream.max_model_len(self.http)
+        return min(self.settings.max_model_len, self._engine_limit or self.settings.max_model_len)
+
+    async def served(self) -> Served | None:
+        """What the inference pool serves (``shared/pool.py``); None when nobody manages it or Redis is down."""
         try:
-            value = await self.redis.hget(POLICY_VERSION_KEY, "version")  # type: ignore[misc]
+            return Served.from_hash(await self.redis.hgetall(SERVED_KEY))  # type: ignore[misc]
         except Exception:
             return None
-        return int(value) if value is not None else None
+
+    async def served_adapter(self, run_id: str) -> str | None:
+        """The newest adapter of a LoRA run that the updater made vLLM serve (None: none yet, the base model)."""
+        value = await self.redis.get(served_adapter_key(self.redis, run_id))
+        return value.decode() if isinstance(value, bytes) else value
+
+    async def served_policy_version(self) -> int | None:
+        """The version the inference updater last announced in Redis (a fallback when a reply is unlabeled)."""
+        served = await self.served()
+        return served.version if served is not None and served.ready else None
 
 
 async def open_state(
@@ -79,7 +118,10 @@ async def open_state(
     connector = aiohttp.TCPConnector(limit=256, keepalive_timeout=60)
     http = aiohttp.ClientSession(timeout=UPSTREAM_TIMEOUT, connector=connector)
     redis_client = aioredis.Redis.from_url(settings.redis_url, decode_responses=True)
+    tip_redis = aioredis.Redis.from_url(settings.redis_url, decode_responses=False)
     sessions = async_session_factory(engine)
+    owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+    tips = TipStore(tip_redis, owner)
     state = GatewayState(
         settings=settings,
         engine=engine,
@@ -89,17 +131,32 @@ async def open_state(
         redis=redis_client,
         chat_format=chat_format,
         splicer=Splicer(chat_format, splice_mode),
-        directory=RolloutDirectory(sessions),
+        tips=tips,
+        recorder=Recorder(sessions, store, tip_redis),
+        call_ids=RowIds(engine, "calls"),
+        chain_ids=RowIds(engine, "chains"),
+        directory=RolloutDirectory(engine, tips),
         upstream=Upstream(
             http, inference_urls or settings.resolved_inference_urls, settings.served_model_name
         ),
         measure_drift=measure_drift,
+        longest_token_chars=max(map(len, chat_format.tokenizer.get_vocab()), default=1),
     )
+    # A (re)start the runner can see (shared/incidents.py): calls in flight died with the predecessor.
+    try:
+        await note_boot_async(redis_client, "gateway")
+    except Exception as exc:  # Redis down: the gateway still serves; the runner just sees less
+        log.warning("could not count this gateway start in Redis: %s", exc)
+    await tips.start_lease()
+    state.recorder.start()
     try:
         yield state
     finally:
         if state.background:
             await asyncio.wait(state.background, timeout=30)
+        await state.recorder.close()
+        await tips.stop_lease()
         await http.close()
         await redis_client.aclose()  # type: ignore[attr-defined]  # redis>=5 has it; the stubs lag
+        await tip_redis.aclose()  # type: ignore[attr-defined]
         await engine.dispose()

@@ -30,3 +30,20 @@ class Upstream:
 
     def client_for(self, rollout_id: str) -> InferenceClient:
         return self.clients[replica_for(rollout_id, self.urls)]
+
+    async def max_model_len(self, session: aiohttp.ClientSession) -> int | None:
+        """The smallest context any replica reports (vLLM's ``/v1/models`` ``max_model_len``); None when none
+        answers with one (a replica that is down, or an upstream that does not say)."""
+        limits = []
+        for url in self.urls:
+            try:
+                async with session.get(
+                    f"{url}/v1/models", timeout=aiohttp.ClientTimeout(total=5)
+                ) as response:
+                    models = (await response.json()).get("data") or []
+            except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError):
+                continue
+            limits += [
+                int(m["max_model_len"]) for m in models if isinstance(m, dict) and m.get("max_model_len")
+            ]
+        return min(limits) if limits else None

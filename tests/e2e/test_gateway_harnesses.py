@@ -1,4 +1,4 @@
-"""The real CLIs (Codex, Claude Code, Qwen Code, Pi) straight against the gateway, backed by the scripted policy:
+"""The real CLIs (Codex, Claude Code, Qwen Code, Pi, Gemini CLI) straight against the gateway, backed by the scripted policy:
 each writes a file, runs a command and reads the file back (three tool calls), exits 0, and its calls form ONE
 chain whose every prompt is the previous prompt + the previous sampled ids + the new suffix. The drift rate (calls
 whose from-scratch render differs from the spliced prompt) is measured per harness and printed, with a policy
@@ -23,7 +23,8 @@ from sqlalchemy import select
 
 from shared.db import session_scope
 from shared.models import Call, Chain
-from shared.trajectory import call_prompt_length, load_chain_tokens
+from shared.trajectory import load_chain
+from tests.fixtures.gateway import settle_gateways
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -142,16 +143,41 @@ def pi(url: str, key: str, home: Path) -> tuple[list[str], dict[str, str]]:
     ], env
 
 
-HARNESSES = {"codex": codex, "claude-code": claude, "qwen-code": qwen, "pi": pi}
+def gemini(url: str, key: str, home: Path) -> tuple[list[str], dict[str, str]]:
+    (home / ".gemini").mkdir()
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False, "maxAttempts": 1},
+        "model": {"name": "policy", "skipNextSpeakerCheck": True},
+        "tools": {"exclude": ["google_web_search", "web_fetch"], "useRipgrep": False},
+    }
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    env = {
+        "GOOGLE_GEMINI_BASE_URL": f"{url}/r/{key}",
+        "GEMINI_API_KEY": key,
+        "GEMINI_CLI_NO_RELAUNCH": "true",
+    }
+    argv = [binary("gemini"), "--yolo", "--skip-trust", "--output-format", "json", "-m", "policy", f"--prompt={PROMPT}"]  # fmt: skip
+    return argv, env
 
 
-def settled_calls(db, rollout_id: str) -> tuple[list[Call], list[Chain]]:  # type: ignore[no-untyped-def]
+HARNESSES = {"codex": codex, "claude-code": claude, "qwen-code": qwen, "pi": pi, "gemini": gemini}
+
+
+def settled_calls(db, rollout_id: str, answered: int) -> tuple[list[Call], list[Chain]]:  # type: ignore[no-untyped-def]
+    """The rollout's calls and chains once all ``answered`` calls are recorded with their drift check: the gateway
+    replies first and records behind, so a CLI can exit before its last call's rows are written (the runner
+    waits on the gateway's flush barrier; this test runs the CLI by hand, so it drains the gateway's writer)."""
+    settle_gateways()
     deadline = time.monotonic() + 10
     while True:
         with session_scope(db) as session:
             calls = list(session.scalars(select(Call).where(Call.rollout_id == rollout_id).order_by(Call.id)))
             chains = list(session.scalars(select(Chain).where(Chain.rollout_id == rollout_id)))
-        if all(c.retemplate_drift is not None for c in calls) or time.monotonic() > deadline:
+        settled = len(calls) >= answered and all(c.retemplate_drift is not None for c in calls)
+        if settled or time.monotonic() > deadline:
             return calls, chains
         time.sleep(0.1)
 
@@ -183,16 +209,18 @@ def test_real_cli_through_gateway_is_one_exact_chain(
     assert "[API Error" not in result.stdout
     assert (work / "hello.txt").read_text().strip() == "hi"
 
-    calls, chains = settled_calls(db, ref.rollout_id)
+    calls, chains = settled_calls(db, ref.rollout_id, len(scripted_policy.requests))
     assert len(chains) == 1, [(c.id, c.fork_reason, c.n_calls) for c in chains]
     assert len(calls) >= 4 and [c.position for c in calls] == list(range(len(calls)))
+    assert all(c.stream for c in calls), "every harness streams its model calls"
     assert sum(c.tool_call_count for c in calls) >= 3
-    ids, mask, _, _ = load_chain_tokens(store, calls)
+    chain = load_chain(store, calls)
+    ids = chain.ids
     sent = [r["prompt_ids"] for r in scripted_policy.requests]
     assert len(sent) == len(calls)
     for position, prompt in enumerate(sent):
         # every prompt is exactly the chain so far: previous prompt + previous sampled ids + the new suffix
-        assert prompt == ids[: call_prompt_length(store, calls, position)].tolist()
+        assert prompt == ids[: chain.prompt_length(position)].tolist()
     drifted = [c.retemplate_drift for c in calls]
     assert None not in drifted
     assert drifted[0] is False  # a first call is a full render: nothing to drift from

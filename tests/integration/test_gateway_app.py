@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 
 from shared.db import session_scope
 from shared.models import Call, Chain
+from tests.fixtures.gateway import settle_gateways
 
 pytestmark = pytest.mark.integration
 
@@ -68,6 +69,7 @@ def error_kind(provider_api: str, body: dict) -> str:
 
 
 def count_calls(db, rollout_id: str | None = None) -> int:  # type: ignore[no-untyped-def]
+    settle_gateways()
     with session_scope(db) as session:
         query = select(func.count()).select_from(Call)
         if rollout_id:
@@ -76,11 +78,13 @@ def count_calls(db, rollout_id: str | None = None) -> int:  # type: ignore[no-un
 
 
 def chains_of(db, rollout_id: str) -> list[Chain]:  # type: ignore[no-untyped-def]
+    settle_gateways()
     with session_scope(db) as session:
         return list(session.scalars(select(Chain).where(Chain.rollout_id == rollout_id).order_by(Chain.id)))
 
 
 def calls_of(db, rollout_id: str) -> list[Call]:  # type: ignore[no-untyped-def]
+    settle_gateways()
     with session_scope(db) as session:
         return list(session.scalars(select(Call).where(Call.rollout_id == rollout_id).order_by(Call.id)))
 
@@ -233,7 +237,7 @@ def test_streaming_is_real_ttfb_before_total(gateway_server, scripted_policy, ma
 def test_cut_reply_is_closed_with_mask_zero_tokens_next_call(
     gateway_server, scripted_policy, make_rollout, db, store
 ):  # type: ignore[no-untyped-def]
-    from shared.trajectory import load_chain_tokens
+    from shared.trajectory import load_chain
 
     scripted_policy.set_script([{"say": "a long answer that will not fit in three tokens"}])
     ref = make_rollout()
@@ -254,7 +258,8 @@ def test_cut_reply_is_closed_with_mask_zero_tokens_next_call(
     calls = calls_of(db, ref.rollout_id)
     assert [c.position for c in calls] == [0, 1] and calls[0].chain_id == calls[1].chain_id
     assert calls[0].finish_reason == "length" and calls[0].completion_tokens == 3
-    ids, mask, _, _ = load_chain_tokens(store, calls)
+    chain = load_chain(store, calls)
+    ids, mask = chain.ids, chain.loss_mask
     end_of_turn = ids[calls[0].prompt_tokens + 3]  # first id after the cut reply: the closing token
     assert mask[calls[0].prompt_tokens + 3] == 0
     assert scripted_policy.requests[1]["prompt_ids"][calls[0].prompt_tokens + 3] == end_of_turn
@@ -410,11 +415,13 @@ def test_probes_and_unix_socket(gateway_server, scripted_policy, make_rollout, d
 
 
 def test_a_rekeyed_retry_starts_clean_and_the_old_key_stops_binding(
-    gateway_server, scripted_policy, make_rollout, db
+    gateway_server, scripted_policy, make_rollout, db, redis_client
 ):  # type: ignore[no-untyped-def]
-    """The runner re-runs a crashed rollout by deleting its calls and chains and issuing a new key."""
+    """The runner re-runs a crashed rollout by deleting its calls and chains, issuing a new key and closing the old
+    one in the gateway's state (``services/runner/rollout.py``: ``claim``)."""
     from sqlalchemy import delete, update
 
+    from shared import capture_state
     from shared.ids import new_rollout_key
     from shared.models import Rollout
 
@@ -424,13 +431,14 @@ def test_a_rekeyed_retry_starts_clean_and_the_old_key_stops_binding(
         httpx.post(url, json=chat_body(), headers={"x-api-key": ref.rollout_key}, timeout=30).status_code
         == 200
     )
+    settle_gateways()
     new_key = new_rollout_key()
     with session_scope(db) as session:
         session.execute(delete(Chain).where(Chain.rollout_id == ref.rollout_id))
         session.execute(
             update(Rollout).where(Rollout.id == ref.rollout_id).values(rollout_key=new_key, attempt=1)
         )
-    time.sleep(2.1)  # the positive binding cache lives 2 s
+    capture_state.release(redis_client, ref.rollout_key)
     assert (
         httpx.post(url, json=chat_body(), headers={"x-api-key": ref.rollout_key}, timeout=30).status_code
         == 401
@@ -467,17 +475,14 @@ def test_gemini_stream_without_alt_sse_is_a_json_array(gateway_server, scripted_
 def test_run_sampling_settings_override_the_harness_request(
     gateway_server, scripted_policy, make_rollout, db
 ):  # type: ignore[no-untyped-def]
-    from sqlalchemy import update
-
     from shared.models import Run
+    from shared.run_config import SamplingConfig, read_run_config
 
     ref = make_rollout()
     with session_scope(db) as session:
-        session.execute(
-            update(Run)
-            .where(Run.id == ref.run_id)
-            .values(config={"sampling": {"temperature": 0.5, "top_p": 0.9, "max_tokens": 7}})
-        )
+        run = session.get(Run, ref.run_id)
+        sampling = SamplingConfig(temperature=0.5, top_p=0.9, max_tokens=7)
+        run.config = read_run_config(run).model_copy(update={"sampling": sampling}).model_dump(mode="json")
     body = chat_body(max_tokens=500, temperature=1.3)
     response = httpx.post(
         gateway_server.url + "/v1/chat/completions",
@@ -489,3 +494,42 @@ def test_run_sampling_settings_override_the_harness_request(
     sampling = scripted_policy.requests[-1]["sampling"]
     assert sampling["max_tokens"] == 7  # the run's cap beats the harness's 500
     assert sampling["temperature"] == 0.5 and sampling["top_p"] == 0.9
+
+
+def test_lora_run_samples_with_its_served_adapter_and_records_its_version(
+    gateway_server, scripted_policy, make_rollout, db, redis_client
+):  # type: ignore[no-untyped-def]
+    """A LoRA run's calls name the run's served adapter as the model (the updater sets it in Redis once vLLM
+    serves it) and record the version the name carries; before any adapter, the base model is version 0."""
+    from sqlalchemy import update
+
+    from shared.adapters import adapter_name, set_served_adapter
+    from shared.models import Run
+
+    ref = make_rollout()
+    with session_scope(db) as session:
+        session.execute(update(Run).where(Run.id == ref.run_id).values(config={"lora": {"rank": 8}}))
+    headers = {"Authorization": f"Bearer {ref.rollout_key}"}
+    url = gateway_server.url + "/v1/chat/completions"
+    first = httpx.post(url, json=chat_body(), headers=headers, timeout=30)
+    assert first.status_code == 200, first.text
+    assert scripted_policy.requests[-1]["model"] in (None, "policy")
+    set_served_adapter(redis_client, ref.run_id, adapter_name(ref.run_id, 3))
+    second = httpx.post(
+        url,
+        json=chat_body([{"role": "system", "content": "sys"}, {"role": "user", "content": "again"}]),
+        headers=headers,
+        timeout=30,
+    )
+    assert second.status_code == 200, second.text
+    assert scripted_policy.requests[-1]["model"] == adapter_name(ref.run_id, 3)
+    deadline = time.monotonic() + 20  # capture is write-behind: the reply may come before the row
+    recorded: list[tuple[int, str]] = []
+    while len(recorded) < 2 and time.monotonic() < deadline:
+        with session_scope(db) as session:
+            calls = session.scalars(
+                select(Call).where(Call.rollout_id == ref.rollout_id).order_by(Call.id)
+            ).all()
+            recorded = [(c.policy_version, c.notes["policy_version_source"]) for c in calls]
+        time.sleep(0.1)
+    assert recorded == [(0, "base"), (3, "adapter")]

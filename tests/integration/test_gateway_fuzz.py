@@ -14,6 +14,7 @@ from sqlalchemy import func, select
 
 from shared.db import session_scope
 from shared.models import Call, Chain
+from tests.fixtures.gateway import settle_gateways
 from tests.integration.test_gateway_app import BODIES
 
 pytestmark = pytest.mark.integration
@@ -48,6 +49,7 @@ def mutate(body: Any, path: list[int | str], value: Any) -> Any:
 
 
 def counts(db) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    settle_gateways()
     with session_scope(db) as session:
         return (
             int(session.scalar(select(func.count()).select_from(Call)) or 0),

@@ -16,7 +16,8 @@ from sqlalchemy import select
 
 from shared.db import session_scope
 from shared.models import Call, Chain
-from shared.trajectory import call_prompt_length, load_chain_tokens
+from shared.trajectory import load_chain
+from tests.fixtures.gateway import settle_gateways
 from tests.fixtures.scripted_policy import fixed_logprob
 
 pytestmark = pytest.mark.integration
@@ -261,7 +262,8 @@ LOOPS = {
 
 
 def recorded(db, rollout_id: str) -> tuple[list[Call], list[Chain]]:  # type: ignore[no-untyped-def]
-    """The rollout's calls and chains, once every late drift update has landed (it runs after the reply)."""
+    """The rollout's calls and chains, once the gateway has written them (it records after the reply)."""
+    settle_gateways()
     deadline = time.monotonic() + 10
     while True:
         with session_scope(db) as session:
@@ -286,21 +288,24 @@ def assert_one_exact_chain(
     assert [c.tool_call_count for c in calls] == [1, 1, 1, 0]
     assert [c.parent_call_id for c in calls] == [None] + [c.id for c in calls[:-1]]
     assert chains[0].n_calls == 4
-    ids, mask, logprobs, versions = load_chain_tokens(store, calls)
-    assert chains[0].prompt_tokens + chains[0].sampled_tokens == len(ids)
+    chain = load_chain(store, calls)
+    ids, mask, logprobs, versions = chain.ids, chain.loss_mask, chain.behavior_logprobs, chain.policy_versions
+    assert chains[0].suffix_tokens + chains[0].sampled_tokens == len(ids)
     # the prompts the policy server received are exactly the chain's prefixes (prompt = previous prompt +
     # previous sampled ids + new suffix, by construction of the stored segments)
     sent = [r["prompt_ids"] for r in scripted_policy.requests]
     assert len(sent) == 4
     for position, prompt in enumerate(sent):
-        assert prompt == ids[: call_prompt_length(store, calls, position)].tolist()
+        assert prompt == ids[: chain.prompt_length(position)].tolist()
         assert calls[position].prompt_tokens == len(prompt)
     for position in range(1, 4):
         previous_end = len(sent[position - 1]) + calls[position - 1].completion_tokens
         assert sent[position][:previous_end] == ids[:previous_end].tolist()
     sampled = ids[mask == 1]
     assert np.allclose(logprobs[mask == 1], [fixed_logprob(int(i)) for i in sampled])
-    assert (versions[mask == 1] == 0).all() and (versions[mask == 0] == -1).all()
+    assert (
+        versions == 0
+    ).all()  # prompt tokens carry the version of the call they entered (shared/trajectory.py)
     assert all(
         c.suffix_tokens == len(p) - (len(sent[i - 1]) + calls[i - 1].completion_tokens)
         for i, (c, p) in enumerate(zip(calls, sent, strict=True))

@@ -20,6 +20,7 @@ from sqlalchemy import select
 
 from shared.db import session_scope
 from shared.models import Call, Chain
+from tests.fixtures.gateway import settle_gateways
 
 pytestmark = pytest.mark.integration
 
@@ -27,6 +28,7 @@ PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+hi\n*** End Patch\n"
 
 
 def recorded(db, rollout_id: str) -> tuple[list[Call], list[Chain]]:  # type: ignore[no-untyped-def]
+    settle_gateways()
     with session_scope(db) as session:
         calls = list(
             session.scalars(select(Call).where(Call.rollout_id == rollout_id).order_by(Call.position))

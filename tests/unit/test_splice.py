@@ -11,7 +11,16 @@ import pytest
 from services.gateway.chat_format import ChatFormat
 from services.gateway.conversation import Conversation, Message, ToolCall, ToolSpec
 from services.gateway.normalize import RULES, message_key, normalize_text
-from services.gateway.splice import Splicer
+from services.gateway.splice import (
+    ChainTip,
+    ConversationDigest,
+    RetemplateCut,
+    SplicePlan,
+    Splicer,
+    raw_digest,
+)
+from services.gateway.tips import TipMoved, decode_tip, encode_tip
+from shared.inference_client import PromptIds
 
 pytestmark = pytest.mark.unit
 
@@ -31,26 +40,58 @@ def conv(messages: list[Message], tools: list[ToolSpec] | None = None) -> Conver
 
 
 class Driver:
-    """Plays a harness: sends a conversation, 'samples' a reply as real ids, commits it like the gateway."""
+    """Plays a harness and the gateway's commit: sends a conversation, 'samples' a reply as real ids, commits the
+    new tip the way ``TipStore.commit`` does (compare-and-set on the tip; here in memory — the Redis store itself
+    is tested in ``tests/integration/test_gateway_tips.py``)."""
 
     def __init__(self, chat_format: ChatFormat, mode: str = "splice") -> None:
         self.fmt = chat_format
         self.splicer = Splicer(chat_format, mode)  # type: ignore[arg-type]
+        self.tips: list[ChainTip] = []
+        self.ids: dict[int, PromptIds] = {}
         self.next_chain = 1
         self.next_call = 1
 
-    def call(self, conversation: Conversation, reply: Message, *, cut: bool = False):  # type: ignore[no-untyped-def]
-        plan = self.splicer.plan("ro", conversation)
+    def plan(self, conversation: Conversation) -> tuple[SplicePlan, ConversationDigest]:
+        digest = ConversationDigest(conversation)
+        choice = self.splicer.choose(digest, self.tips)
+        needed = choice.needs_ids
+        tip_ids = self.ids[needed.chain_id] if needed is not None else None
+        return self.splicer.plan(conversation, digest, choice, tip_ids), digest
+
+    def commit(
+        self,
+        plan: SplicePlan,
+        digest: ConversationDigest,
+        reply: Message,
+        sampled: list[int],
+        retemplate: RetemplateCut | None = None,
+    ) -> ChainTip:
+        if plan.extends is not None and plan.extends not in self.tips:
+            raise TipMoved("the tip moved on")
+        if plan.extends is not None:
+            chain_id = plan.extends.chain_id
+            self.tips.remove(plan.extends)
+        else:
+            chain_id, self.next_chain = self.next_chain, self.next_chain + 1
+        tip = self.splicer.new_tip(plan, digest, reply, sampled, chain_id, self.next_call, retemplate)
+        self.next_call += 1
+        tip.seq = self.next_call
+        self.tips.append(tip)
+        self.ids[chain_id] = plan.prompt + sampled
+        return tip
+
+    def sample(self, reply: Message, cut: bool = False) -> list[int]:
         text = reply.content
         for tool_call in reply.tool_calls:
             payload = json.dumps({"name": tool_call.name, "arguments": tool_call.arguments})
             text += f"<tool_call>\n{payload}\n</tool_call>"
-        sampled = self.fmt.encode(text) + ([] if cut else [self.fmt.end_of_turn_id])
-        chain_id = plan.extends.chain_id if plan.extends else self.next_chain
-        if plan.extends is None:
-            self.next_chain += 1
-        self.splicer.commit("ro", plan, conversation, reply, sampled, chain_id, self.next_call)
-        self.next_call += 1
+        return self.fmt.encode(text) + ([] if cut else [self.fmt.end_of_turn_id])
+
+    def call(self, conversation: Conversation, reply: Message, *, cut: bool = False):  # type: ignore[no-untyped-def]
+        plan, digest = self.plan(conversation)
+        sampled = self.sample(reply, cut)
+        self.commit(plan, digest, reply, sampled)
         return plan, sampled
 
 
@@ -66,15 +107,11 @@ def test_every_prompt_is_previous_prompt_plus_sampled_plus_suffix(chat_format: C
         reply = bash_reply(f"echo {turn} > f{turn}.txt")
         plan, sampled = driver.call(conv(messages), reply)
         if previous is None:
-            assert (
-                plan.extends is None
-                and plan.fork_reason is None
-                and plan.prompt_ids == plan.segment_prompt_ids
-            )
+            assert plan.extends is None and plan.fork_reason is None and plan.prompt_ids == plan.suffix_ids
         else:
             prev_prompt, prev_sampled = previous
             assert plan.extends is not None and plan.position == turn
-            assert plan.prompt_ids == prev_prompt + prev_sampled + plan.segment_prompt_ids
+            assert plan.prompt_ids == prev_prompt + prev_sampled + plan.suffix_ids
         previous = (plan.prompt_ids, sampled)
         # the harness echoes our reply with re-serialized JSON arguments and content null -> ""
         echo = Message(
@@ -89,11 +126,18 @@ def test_incremental_retemplate_equals_a_full_render(chat_format: ChatFormat) ->
     messages = [SYSTEM, TASK]
     for turn in range(4):
         conversation = conv(messages)
-        plan = driver.splicer.plan("ro", conversation)
-        _, rendered = driver.splicer.drift(conversation, plan)
-        assert rendered.ids == chat_format.render_prompt(conversation)
-        plan_after, _ = driver.call(conversation, bash_reply(f"echo {turn} é"))
-        driver.splicer.tips("ro")[-1].retemplate = rendered
+        plan, digest = driver.plan(conversation)
+        base_ids = driver.ids[plan.extends.chain_id] if plan.extends is not None else None
+        if turn:
+            assert plan.extends is not None and plan.extends.retemplate is not None  # the incremental path
+        rendered = driver.splicer.retemplate(conversation, plan.extends, base_ids)
+        assert list(rendered.ids) == chat_format.render_prompt(conversation)
+        # the model's JSON escapes "é" where the template writes it: the chain drifts, the render still resumes
+        drifted, cut = driver.splicer.drift(conversation, plan, base_ids)
+        assert drifted == (turn > 0) and cut is not None and (cut.ids is None) == (turn == 0)
+        driver.commit(
+            plan, digest, bash_reply(f"echo {turn} é"), driver.sample(bash_reply(f"echo {turn} é")), cut
+        )
         echo = Message("assistant", "", [ToolCall("x", "bash", {"command": f"echo {turn} é"})])
         messages = messages + [
             echo,
@@ -108,45 +152,45 @@ def test_cut_reply_gets_closing_tokens(chat_format: ChatFormat) -> None:
     echo = Message("assistant", "I will think about")
     plan, _ = driver.call(conv([SYSTEM, TASK, echo, Message("user", "continue")]), Message("assistant", "ok"))
     assert plan.extends is not None
-    assert plan.segment_prompt_ids[0] == chat_format.end_of_turn_id  # closing token, loss mask 0
-    assert plan.prompt_ids == first.prompt_ids + sampled + plan.segment_prompt_ids
+    assert plan.suffix_ids[0] == chat_format.end_of_turn_id  # closing token, loss mask 0
+    assert plan.prompt_ids == first.prompt_ids + sampled + plan.suffix_ids
 
 
 def test_no_drift_when_rendering_matches(chat_format: ChatFormat) -> None:
     driver = Driver(chat_format)
     driver.call(conv([SYSTEM, TASK]), Message("assistant", "hello"))
     conversation = conv([SYSTEM, TASK, Message("assistant", "hello"), Message("user", "again")])
-    plan = driver.splicer.plan("ro", conversation)
-    drifted, rendered = driver.splicer.drift(conversation, plan)
-    assert not drifted and rendered.ids == chat_format.render_prompt(conversation)
+    plan, _ = driver.plan(conversation)
+    drifted, cut = driver.splicer.drift(conversation, plan, driver.ids[1])
+    assert not drifted and cut is not None
 
 
 def test_drift_when_the_model_formats_differently_from_the_template(chat_format: ChatFormat) -> None:
     """The model put two spaces in its JSON; the template would re-render one: splice keeps the model's."""
     driver = Driver(chat_format)
-    plan1 = driver.splicer.plan("ro", conv([SYSTEM, TASK]))
+    plan1, digest1 = driver.plan(conv([SYSTEM, TASK]))
     reply = bash_reply("ls")
     sampled = chat_format.encode(
         '<tool_call>\n{"name":  "bash", "arguments": {"command": "ls"}}\n</tool_call>'
     )
-    driver.splicer.commit(
-        "ro", plan1, conv([SYSTEM, TASK]), reply, sampled + [chat_format.end_of_turn_id], 1, 1
-    )
+    driver.commit(plan1, digest1, reply, sampled + [chat_format.end_of_turn_id])
     conversation = conv([SYSTEM, TASK, reply, Message("tool", "x", tool_call_id="call_1")])
-    plan = driver.splicer.plan("ro", conversation)
+    plan, _ = driver.plan(conversation)
     assert plan.extends is not None
-    drifted, rendered = driver.splicer.drift(conversation, plan)
-    assert drifted and rendered.ids == chat_format.render_prompt(conversation)
+    rendered = driver.splicer.retemplate(conversation, plan.extends, driver.ids[1])
+    assert list(rendered.ids) == chat_format.render_prompt(conversation)
+    drifted, cut = driver.splicer.drift(conversation, plan, driver.ids[1])
+    assert drifted and cut is not None and cut.ids is not None  # the render's own ids, not the chain's
 
 
 def test_retemplate_mode_forks_where_tokens_disagree(chat_format: ChatFormat) -> None:
     driver = Driver(chat_format, "retemplate")
-    plan1 = driver.splicer.plan("ro", conv([SYSTEM, TASK]))
+    plan1, digest1 = driver.plan(conv([SYSTEM, TASK]))
     reply = bash_reply("ls")
     odd = chat_format.encode('<tool_call>\n{"name":  "bash", "arguments": {"command": "ls"}}\n</tool_call>')
-    driver.splicer.commit("ro", plan1, conv([SYSTEM, TASK]), reply, odd + [chat_format.end_of_turn_id], 1, 1)
+    driver.commit(plan1, digest1, reply, odd + [chat_format.end_of_turn_id])
     conversation = conv([SYSTEM, TASK, reply, Message("tool", "x", tool_call_id="call_1")])
-    plan = driver.splicer.plan("ro", conversation)
+    plan, _ = driver.plan(conversation)
     assert plan.extends is None and plan.fork_reason == "edited_history"
     assert plan.prompt_ids == chat_format.render_prompt(conversation)
 
@@ -155,7 +199,7 @@ def _forked(chat_format: ChatFormat, second: Conversation) -> str | None:
     driver = Driver(chat_format)
     first = conv([SYSTEM, TASK, bash_reply("ls"), Message("tool", "a.txt", tool_call_id="call_1")])
     driver.call(first, bash_reply("cat a.txt"))
-    plan = driver.splicer.plan("ro", second)
+    plan, _ = driver.plan(second)
     assert plan.extends is None
     assert plan.parent_chain_id == 1
     return plan.fork_reason
@@ -194,7 +238,7 @@ def test_edited_reply_is_edited_history(chat_format: ChatFormat) -> None:
 def test_retry_reuses_the_prompt_ids_the_model_saw(chat_format: ChatFormat) -> None:
     driver = Driver(chat_format)
     first, _ = driver.call(conv(HISTORY), bash_reply("cat a.txt"))
-    retry = driver.splicer.plan("ro", conv(HISTORY))
+    retry, _ = driver.plan(conv(HISTORY))
     assert retry.fork_reason == "retry" and retry.prompt_ids == first.prompt_ids
 
 
@@ -204,9 +248,7 @@ def test_a_subagent_interleaved_with_the_main_agent_keeps_both_chains(chat_forma
     sub_conversation = FORKS["subagent"]
     sub, _ = driver.call(sub_conversation, Message("assistant", "found"))
     assert sub.fork_reason == "subagent"
-    resumed = driver.splicer.plan(
-        "ro", conv([SYSTEM, TASK, bash_reply("ls"), Message("tool", "x", tool_call_id="i")])
-    )
+    resumed, _ = driver.plan(conv([SYSTEM, TASK, bash_reply("ls"), Message("tool", "x", tool_call_id="i")]))
     assert resumed.extends is not None and resumed.extends.chain_id == 1 and resumed.position == 1
 
 
@@ -214,12 +256,14 @@ def test_racing_calls_on_one_tip_become_a_retry_fork(chat_format: ChatFormat) ->
     driver = Driver(chat_format)
     driver.call(conv([SYSTEM, TASK]), bash_reply("ls"))
     second = conv([SYSTEM, TASK, bash_reply("ls"), Message("tool", "x", tool_call_id="i")])
-    plan_a = driver.splicer.plan("ro", second)
-    plan_b = driver.splicer.plan("ro", second)
-    driver.splicer.commit("ro", plan_a, second, Message("assistant", "a"), [1, 2], 1, 10)
-    assert not driver.splicer.still_extendable("ro", plan_b)
+    plan_a, digest_a = driver.plan(second)
+    plan_b, digest_b = driver.plan(second)
+    driver.commit(plan_a, digest_a, Message("assistant", "a"), [1, 2])
+    with pytest.raises(TipMoved):
+        driver.commit(plan_b, digest_b, Message("assistant", "b"), [3, 4])
     fork = driver.splicer.as_retry_fork(plan_b)
-    assert fork.fork_reason == "retry" and fork.segment_prompt_ids == plan_b.prompt_ids and fork.position == 0
+    assert fork.fork_reason == "retry" and fork.suffix_ids == plan_b.prompt_ids and fork.position == 0
+    assert fork.parent_chain_id == 1
 
 
 # --- normalization rules, one test each ------------------------------------------------------------------
@@ -228,6 +272,7 @@ def test_racing_calls_on_one_tip_become_a_retry_fork(chat_format: ChatFormat) ->
 def test_rules_are_named_for_their_harness() -> None:
     assert {rule.name for rule in RULES} == {
         "claude_billing_header",
+        "claude_bare_date",
         "todays_date",
         "codex_current_date",
         "pi_current_date",
@@ -244,6 +289,13 @@ def test_claude_system_reminder_date_is_ignored() -> None:
     a = "<system-reminder>\n# currentDate\nToday's date is 2026-11-30.\n</system-reminder>\nfix it"
     b = "<system-reminder>\n# currentDate\nToday's date is 2026-12-01.\n</system-reminder>\nfix it"
     assert message_key(Message("user", a)) == message_key(Message("user", b))
+
+
+def test_claude_bare_system_prompt_date_is_ignored() -> None:
+    prompt = "You are a Claude agent, built on Anthropic's Claude Agent SDK.\nCWD: /workspace\nDate: {}"
+    a, b = prompt.format("2026-11-30"), prompt.format("2026-12-01")
+    assert message_key(Message("system", a)) == message_key(Message("system", b))
+    assert normalize_text(a) != normalize_text(b.replace("/workspace", "/elsewhere"))
 
 
 def test_qwen_startup_date_line_is_ignored() -> None:
@@ -283,15 +335,41 @@ def test_retemplate_mode_extends_where_tokens_agree(chat_format: ChatFormat) -> 
     driver = Driver(chat_format, "retemplate")
     first, sampled = driver.call(conv([SYSTEM, TASK]), bash_reply("ls"))
     conversation = conv([SYSTEM, TASK, bash_reply("ls"), Message("tool", "x", tool_call_id="call_1")])
-    plan = driver.splicer.plan("ro", conversation)
+    plan, _ = driver.plan(conversation)
     assert plan.extends is not None and plan.position == 1
     assert plan.prompt_ids == chat_format.render_prompt(conversation)
-    assert plan.prompt_ids == first.prompt_ids + sampled + plan.segment_prompt_ids
+    assert plan.prompt_ids == first.prompt_ids + sampled + plan.suffix_ids
 
 
-def test_tips_keep_ids_packed(chat_format: ChatFormat) -> None:
+def test_prompt_ids_are_packed_with_their_json(chat_format: ChatFormat) -> None:
     driver = Driver(chat_format)
     first, sampled = driver.call(conv([SYSTEM, TASK]), bash_reply("ls"))
-    (tip,) = driver.splicer.tips("ro")
-    assert tip.ids.itemsize == 4 and tip.ids.tolist() == first.prompt_ids + sampled
-    assert tip.prompt_ids == first.prompt_ids
+    ids = driver.ids[1]
+    assert ids.ids.itemsize == 4 and ids.ids.tolist() == first.prompt_ids + sampled
+    assert json.loads(b"[" + ids.json + b"]") == first.prompt_ids + sampled
+    assert json.loads(b"[" + (ids + [7, 8]).json + b"]") == first.prompt_ids + sampled + [7, 8]
+
+
+def test_a_tip_survives_its_redis_encoding(chat_format: ChatFormat) -> None:
+    driver = Driver(chat_format)
+    driver.call(conv(HISTORY), bash_reply("cat a.txt"))
+    (tip,) = driver.tips
+    back = decode_tip(tip.chain_id, encode_tip(tip), tip.seq)
+    assert back.history == tip.history and back.tools == tip.tools
+    assert (back.position, back.call_id, back.ids_len, back.prompt_len, back.end_of_turns, back.closed) == (
+        tip.position, tip.call_id, tip.ids_len, tip.prompt_len, tip.end_of_turns, tip.closed
+    )  # fmt: skip
+    assert len(encode_tip(tip)) < 400  # digests, not text: a long history stays small
+
+
+def test_byte_identical_messages_are_not_normalized_again(chat_format: ChatFormat) -> None:
+    """A history message equal byte for byte to the tip's matches on its raw digest alone; an echo that differs
+    in bytes (re-serialized arguments, another call id) still matches by meaning."""
+    driver = Driver(chat_format)
+    driver.call(conv([SYSTEM, TASK]), bash_reply("ls"))
+    echo = Message("assistant", "", [ToolCall("other", "bash", '{"command":"ls"}')])
+    digest = ConversationDigest(conv([SYSTEM, TASK, echo, Message("tool", "x", tool_call_id="other")]))
+    choice = driver.splicer.choose(digest, driver.tips)
+    assert choice.extends is not None
+    assert digest._meaning[0] is not None and digest._meaning[1] is not None  # adopted from the tip
+    assert digest.raw[2] != raw_digest(bash_reply("ls")) and digest._meaning[2] is not None
