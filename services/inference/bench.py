@@ -6,6 +6,10 @@ side by side in one run against one vLLM server.
 - swap latency: a probe client keeps sending 1-token requests; the bench publishes a new version on the
   ``weights`` channel and measures publish → the first response stamped with the new version (this includes
   the updater's download and validation), and the engine's pause time (``swap_ms``).
+- adapter latency (``--lora-rank R``, a LoRA run's versions): the bench publishes random rank-R adapters (all
+  attention and MLP projections) on the same channel and measures publish → the first response sampled with the
+  new adapter, the way the gateway samples a LoRA run (the run's served adapter name from Redis as the model).
+  The server then runs with LoRA enabled, for the full-weight swaps too, so both are measured side by side.
 
 Without ``--url`` it starts its own vLLM (``launch.py``) on the model directory and stops it afterwards. The
 swap part needs the configured Postgres, Redis and object store; it writes a ``bench-*`` run with its weights
@@ -18,6 +22,7 @@ import asyncio
 import contextlib
 import json
 import statistics
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -59,27 +64,37 @@ async def measure_throughput(
     }
 
 
+def perturbed_blob(base: dict[str, Any], seed: int) -> bytes:
+    """Safetensors bytes of ``base`` plus seeded N(0, 0.01) noise (a new version that changes every tensor)."""
+    import torch
+    from safetensors.torch import save
+
+    generator = torch.Generator().manual_seed(seed)
+    return save(
+        {k: (v + 0.01 * torch.randn(v.shape, generator=generator)).contiguous() for k, v in base.items()}
+    )
+
+
 async def measure_swaps(
     base_url: str, model_dir: Path, swaps: int, settings: Settings
 ) -> list[dict[str, float]]:
     """Publish ``swaps`` versions through the real channel and updater; latency of each."""
-    import torch
-    from safetensors.torch import load_file, save
+    from safetensors.torch import load_file
 
     from services.inference.updater import Published, Updater
     from shared.db import make_engine, session_factory, session_scope
     from shared.events import connect, publish_weights
     from shared.models import Run, Weight
     from shared.objectstore import open_store
+    from shared.run_config import RunConfig
 
     sessions = session_factory(make_engine(settings.database_url))
     store = open_store(settings)
     run_id = f"bench-{uuid.uuid4().hex[:8]}"
     base = load_file(str(model_dir / "model.safetensors"))
     with session_scope(sessions) as session:
-        session.add(
-            Run(id=run_id, name="inference bench", model=str(model_dir), harness="bench", group_size=1)
-        )
+        config = RunConfig(model=str(model_dir), harness="reference", group_size=1)
+        session.add(Run.create(run_id, config, name="inference bench"))
     updater = Updater(
         base_url, model_dir, store, sessions, settings.redis_url, settings.data_dir / "inference"
     )
@@ -92,14 +107,10 @@ async def measure_swaps(
         await asyncio.sleep(0.5)  # subscribed
         async with InferenceClient(base_url) as client:
             for version in range(1, swaps + 2):  # version 1 warms the updater up (imports, first download)
-                generator = torch.Generator().manual_seed(version)
-                state = {
-                    k: (v + 0.01 * torch.randn(v.shape, generator=generator)).contiguous()
-                    for k, v in base.items()
-                }
                 key = f"weights/{run_id}/{version}.safetensors"
                 keys.append(key)
-                store.put_bytes(key, save(state))
+                # Seconds of CPU for a 135M model: off the event loop, so the probe's connection stays served.
+                await asyncio.to_thread(store.put_bytes, key, perturbed_blob(base, version))
                 with session_scope(sessions) as session:
                     session.add(Weight(run_id=run_id, version=version, object_key=key))
                 published_at = time.perf_counter()
@@ -142,15 +153,112 @@ async def measure_swaps(
     return results
 
 
+def random_adapter(model_dir: Path, rank: int, seed: int) -> tuple[bytes, bytes]:
+    """A peft LoRA adapter of ``rank`` on every projection with random A and B: (safetensors, adapter_config)."""
+    import torch
+    from peft import LoraConfig, get_peft_model, get_peft_model_state_dict
+    from safetensors.torch import save
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    modules = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    peft_model = get_peft_model(model, LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=modules))
+    with torch.no_grad():
+        for name, param in peft_model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.02)
+    with tempfile.TemporaryDirectory(prefix="harnessrl-adapter-") as tmp:
+        peft_model.peft_config["default"].save_pretrained(tmp)
+        config = (Path(tmp) / "adapter_config.json").read_bytes()
+    tensors = {k: v.contiguous() for k, v in get_peft_model_state_dict(peft_model).items()}
+    return save(tensors), config
+
+
+async def measure_adapter_swaps(
+    base_url: str, model_dir: Path, swaps: int, settings: Settings, rank: int
+) -> list[dict[str, float]]:
+    """Publish ``swaps`` adapter versions of a LoRA run through the real channel and updater; latency of each."""
+    from services.inference.updater import Updater
+    from shared.adapters import adapter_config_key, adapter_key, adapter_name, get_served_adapter
+    from shared.db import make_engine, session_factory, session_scope
+    from shared.events import connect, publish_weights
+    from shared.models import Run, Weight
+    from shared.objectstore import open_store
+
+    sessions = session_factory(make_engine(settings.database_url))
+    store = open_store(settings)
+    run_id = f"bench-lora-{uuid.uuid4().hex[:8]}"
+    with session_scope(sessions) as session:
+        session.add(
+            Run(id=run_id, name="inference bench (LoRA)", model=str(model_dir), harness="bench", group_size=1)
+        )
+    updater = Updater(
+        base_url, model_dir, store, sessions, settings.redis_url, settings.data_dir / "inference"
+    )
+    stop = asyncio.Event()
+    updater_task = asyncio.create_task(updater.run(stop, catch_up=False))
+    r = connect(settings.redis_url)
+    results = []
+    keys = []
+    full_size = (model_dir / "model.safetensors").stat().st_size
+    try:
+        await asyncio.sleep(0.5)  # subscribed
+        async with InferenceClient(base_url) as client:
+            for version in range(1, swaps + 2):  # version 1 warms up
+                blob, config = await asyncio.to_thread(random_adapter, model_dir, rank, version)
+                key = adapter_key(run_id, version)
+                keys += [key, adapter_config_key(key)]
+                store.put_bytes(adapter_config_key(key), config)
+                store.put_bytes(key, blob)
+                with session_scope(sessions) as session:
+                    session.add(Weight(run_id=run_id, version=version, object_key=key, size_bytes=len(blob)))
+                name = adapter_name(run_id, version)
+                published_at = time.perf_counter()
+                publish_weights(r, run_id, version, key)
+                while get_served_adapter(r, run_id) != name:
+                    if time.perf_counter() - published_at > 120:
+                        raise TimeoutError(f"adapter {name} not served after 120 s")
+                    await asyncio.sleep(0.002)
+                await client.complete(PROMPT, max_tokens=1, model=name)
+                latency_ms = (time.perf_counter() - published_at) * 1000
+                while updater.last_outcome is None or updater.last_outcome[0].version != version:
+                    await asyncio.sleep(0.01)
+                outcome = updater.last_outcome[1]
+                if version > 1:
+                    results.append(
+                        {
+                            "version": version,
+                            "latency_ms": latency_ms,
+                            "prepare_ms": outcome.prepare_ms or 0.0,
+                            "load_ms": outcome.swap_ms or 0.0,
+                            "adapter_bytes": len(blob),
+                            "share_of_full_weights": len(blob) / full_size,
+                        }
+                    )
+    finally:
+        stop.set()
+        await updater_task
+        r.close()
+        for key in keys:
+            with contextlib.suppress(Exception):
+                store.delete(key)
+        with session_scope(sessions) as session:
+            session.query(Run).filter_by(id=run_id).delete()
+    return results
+
+
 @contextlib.contextmanager
-def _server(url: str | None, model_dir: Path, work_dir: Path) -> Iterator[str]:
+def _server(url: str | None, model_dir: Path, work_dir: Path, max_lora_rank: int = 0) -> Iterator[str]:
     """The URL to measure: ``url`` as given, or a vLLM started here for ``model_dir`` (stopped afterwards)."""
     if url:
         yield url.rstrip("/")
         return
     from services.inference.launch import VllmLaunch, free_port, start_vllm, stop_vllm
 
-    launch = VllmLaunch(model_dir=model_dir, port=free_port(), cache_dir=work_dir / "vllm-cache")
+    launch = VllmLaunch(
+        model_dir=model_dir, port=free_port(), cache_dir=work_dir / "vllm-cache", max_lora_rank=max_lora_rank
+    )
     proc = start_vllm(launch, work_dir / "bench-vllm.log")
     try:
         yield launch.base_url
@@ -179,6 +287,23 @@ def _table(figures: dict[str, Any]) -> str:
         lines.append(
             f"| of which generation paused: pause → load → label → resume (median) | {statistics.median(pauses):.0f} ms |"
         )
+    adapters = figures.get("adapter_swaps") or []
+    if adapters:
+        latencies = [s["latency_ms"] for s in adapters]
+        lines.append(
+            f"| LoRA rank {figures['lora_rank']}: publish → first response with the new adapter (median of "
+            f"{len(adapters)}) | {statistics.median(latencies):.0f} ms (min {min(latencies):.0f}, max "
+            f"{max(latencies):.0f}) |"
+        )
+        lines.append(
+            f"| of which download + stage / load into vLLM (median) | "
+            f"{statistics.median(s['prepare_ms'] for s in adapters):.0f} ms / "
+            f"{statistics.median(s['load_ms'] for s in adapters):.0f} ms (no pause) |"
+        )
+        lines.append(
+            f"| adapter object | {adapters[0]['adapter_bytes'] / 2**20:.2f} MiB "
+            f"({adapters[0]['share_of_full_weights'] * 100:.1f}% of the full weights) |"
+        )
     ratio = figures.get("speedup_32_over_1")
     if ratio:
         lines.append(f"| throughput ratio c=32 / c=1 | {ratio:.1f}x |")
@@ -200,6 +325,7 @@ async def run_bench(
     requests_per_client: int,
     swaps: int,
     settings: Settings,
+    lora_rank: int = 0,
 ) -> dict[str, Any]:
     throughput = [
         await measure_throughput(
@@ -213,6 +339,10 @@ async def run_bench(
         "max_tokens": max_tokens,
         "throughput": throughput,
         "swaps": await measure_swaps(url, model_dir, swaps, settings) if swaps else [],
+        "lora_rank": lora_rank,
+        "adapter_swaps": await measure_adapter_swaps(url, model_dir, swaps, settings, lora_rank)
+        if swaps and lora_rank
+        else [],
     }
     by_c = {row["concurrency"]: row["tokens_per_s"] for row in throughput}
     if 1 in by_c and 32 in by_c:
@@ -233,6 +363,12 @@ async def run_bench(
 @click.option(
     "--swaps", default=3, show_default=True, help="Swaps to time (0 skips; needs Postgres and Redis)."
 )
+@click.option(
+    "--lora-rank",
+    default=0,
+    show_default=True,
+    help="> 0: also time LoRA adapter versions of this rank (the server runs with LoRA enabled).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
 def bench_inference(
     url: str | None,
@@ -241,6 +377,7 @@ def bench_inference(
     max_tokens: int,
     requests_per_client: int,
     swaps: int,
+    lora_rank: int,
     as_json: bool,
 ) -> None:
     """Tokens/s at several concurrencies and hot-swap latency of the inference service."""
@@ -256,10 +393,17 @@ def bench_inference(
             model_dir = settings.resolved_model_dir
             if not (model_dir / "model.safetensors").exists():
                 model_dir = build_tiny_model(work_dir / "tiny")
-        with _server(url, model_dir, work_dir) as base_url:
+        with _server(url, model_dir, work_dir, lora_rank) as base_url:
             figures = asyncio.run(
                 run_bench(
-                    base_url, model_dir, list(concurrencies), max_tokens, requests_per_client, swaps, settings
+                    base_url,
+                    model_dir,
+                    list(concurrencies),
+                    max_tokens,
+                    requests_per_client,
+                    swaps,
+                    settings,
+                    lora_rank,
                 )
             )
     click.echo(json.dumps(figures) if as_json else _table(figures))

@@ -27,6 +27,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WORKER_EXTENSION = "services.inference.worker_extension.WeightUpdateExtension"
+SERVER_KEEPALIVE_S = 120
 
 
 class VllmStartError(RuntimeError):
@@ -54,6 +55,9 @@ class VllmLaunch:
     cache_dir: Path | None = None
     cpu: bool = field(default_factory=is_cpu_build)
     kv_cache_gib: int = 1
+    max_lora_rank: int = 0
+    """> 0: serve LoRA adapters up to this rank, loaded at run time (a LoRA run's versions); 0: full weights only."""
+    max_loras: int = 4
     extra_args: tuple[str, ...] = ()
 
     @property
@@ -88,13 +92,28 @@ class VllmLaunch:
         ]
         if self.cpu:
             args += ["--dtype", "float32", "--enforce-eager", "--distributed-executor-backend", "uni"]
+        if self.max_lora_rank > 0:
+            args += [
+                "--enable-lora",
+                "--max-lora-rank",
+                str(self.max_lora_rank),
+                "--max-loras",
+                str(self.max_loras),
+            ]
         return args + list(self.extra_args)
 
     def environment(self, base: dict[str, str] | None = None) -> dict[str, str]:
         env = dict(os.environ if base is None else base)
         env["VLLM_SERVER_DEV_MODE"] = "1"
+        if self.max_lora_rank > 0:
+            env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "1"
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
         env.setdefault("TOKENIZERS_PARALLELISM", "false")
+        # uvicorn closes an idle keep-alive connection after 5 s by default; a client whose pool keeps it longer
+        # (aiohttp: 15 s) can send its next request on a socket the server is closing and gets "Server
+        # disconnected" (seen with the 135M model, where the next request came 5-15 s later). The server must
+        # keep idle connections longer than any client does (shared/inference_client.py: KEEPALIVE_S).
+        env.setdefault("VLLM_HTTP_TIMEOUT_KEEP_ALIVE", str(SERVER_KEEPALIVE_S))
         if self.cache_dir is not None:
             env["VLLM_CACHE_ROOT"] = str(self.cache_dir)
         if self.cpu:

@@ -70,8 +70,22 @@ def serve_inference(model_dir: Path | None, port: int | None, no_updater: bool, 
         served_model_name=settings.served_model_name,
         max_model_len=served_context_length(model_dir, settings.max_model_len),
         cache_dir=settings.data_dir / "cache" / "vllm",
+        max_lora_rank=settings.inference_max_lora_rank,
     )
     log_path = settings.data_dir / "logs" / "inference-vllm.log"
+    if not no_updater:
+        # Before vLLM runs: a (re)started engine holds the base weights, not the policy Redis may still name, so
+        # the pool is not ready (gateway and runner wait) until the updater's catch-up serves the right one.
+        from shared.events import connect
+        from shared.incidents import note_boot
+        from shared.pool import mark_starting
+
+        r = connect(settings.redis_url)
+        try:
+            mark_starting(r, served_by=launch.base_url)
+            note_boot(r, "inference")
+        finally:
+            r.close()
     click.echo(f"starting vLLM on {launch.base_url} (model {model_dir}, log {log_path})")
     try:
         proc = start_vllm(launch, log_path, timeout_s=start_timeout)
@@ -92,6 +106,7 @@ def serve_inference(model_dir: Path | None, port: int | None, no_updater: bool, 
             session_factory(make_engine(settings.database_url)),
             settings.redis_url,
             settings.data_dir / "inference",
+            exclusive=settings.pool_exclusive,
         )
 
     async def main() -> bool:

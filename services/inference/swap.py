@@ -47,21 +47,33 @@ async def label_version(session: aiohttp.ClientSession, base_url: str, version: 
 async def swap_weights(
     session: aiohttp.ClientSession,
     base_url: str,
-    weights_path: Path,
+    weights_path: Path | list[Path],
     version: int,
     on_swapped: Callable[[], Awaitable[None]] | None = None,
 ) -> float:
-    """Load the (already validated) safetensors file at ``weights_path`` as ``version``; return the time the
+    """Load the (already validated) safetensors file(s) at ``weights_path`` as ``version``; return the time the
     server was paused, in milliseconds. ``on_swapped`` runs after the new version is labelled and before
     generation resumes."""
+    paths = weights_path if isinstance(weights_path, list) else [weights_path]
     await _post(session, f"{base_url}/pause?mode=wait")
     paused_at = time.perf_counter()
     try:
         await _post(session, f"{base_url}/start_weight_update")
-        await _post(session, f"{base_url}/update_weights", {"update_info": {"path": str(weights_path)}})
+        for path in paths:
+            await _post(session, f"{base_url}/update_weights", {"update_info": {"path": str(path)}})
         await _post(session, f"{base_url}/finish_weight_update", {"weight_version": str(version)})
         if on_swapped is not None:
             await on_swapped()
     finally:
         await _post(session, f"{base_url}/resume")
     return (time.perf_counter() - paused_at) * 1000
+
+
+async def load_adapter(session: aiohttp.ClientSession, base_url: str, name: str, folder: Path) -> None:
+    """Load a LoRA adapter (peft files in ``folder``) under ``name``; requests naming it as their model use it.
+    Needs ``--enable-lora`` and ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=1`` (``launch.py``)."""
+    await _post(session, f"{base_url}/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(folder)})
+
+
+async def unload_adapter(session: aiohttp.ClientSession, base_url: str, name: str) -> None:
+    await _post(session, f"{base_url}/v1/unload_lora_adapter", {"lora_name": name})

@@ -86,7 +86,7 @@ def train_tokenizer() -> object:
     return tokenizer
 
 
-def _make_portable(tokenizer_config_path: Path) -> None:
+def make_portable(tokenizer_config_path: Path) -> None:
     """transformers 5.x writes a tokenizer class and key that 4.x cannot load; use the names both know."""
     config = json.loads(tokenizer_config_path.read_text())
     config["tokenizer_class"] = "PreTrainedTokenizerFast"
@@ -95,7 +95,7 @@ def _make_portable(tokenizer_config_path: Path) -> None:
     tokenizer_config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
-def _sort_json_keys(path: Path) -> None:
+def sort_json_keys(path: Path) -> None:
     path.write_text(json.dumps(json.loads(path.read_text()), indent=2, sort_keys=True) + "\n")
 
 
@@ -112,7 +112,7 @@ def save_tokenizer(out_dir: Path) -> None:
     )
     wrapped.chat_template = CHAT_TEMPLATE_PATH.read_text()
     wrapped.save_pretrained(str(out_dir))
-    _make_portable(out_dir / "tokenizer_config.json")
+    make_portable(out_dir / "tokenizer_config.json")
 
 
 def save_model(out_dir: Path, tied: bool) -> None:
@@ -151,7 +151,7 @@ def build_tiny_model(out_dir: Path, tied: bool = False) -> Path:
         save_model(staging, tied)
         for name in ("config.json", "generation_config.json", "special_tokens_map.json"):
             if (staging / name).exists():
-                _sort_json_keys(staging / name)
+                sort_json_keys(staging / name)
         if out_dir.exists():
             shutil.rmtree(out_dir)
         staging.rename(out_dir)

@@ -19,11 +19,13 @@ from sqlalchemy import select
 
 from services.inference.updater import Published, Updater
 from shared.db import session_scope
-from shared.events import get_policy_version, publish_weights
+from shared.events import publish_weights
 from shared.inference_client import InferenceClient
-from shared.models import Run, Weight
+from shared.models import Weight
+from shared.pool import get_policy_version, get_served
 from tests.e2e.test_inference_server import PROMPT, max_abs_diff, recompute_logprobs
 from tests.fixtures.model import label_base_version
+from tests.fixtures.services import run_row
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 
@@ -81,7 +83,7 @@ class Publisher:
 def publisher(db, store) -> Publisher:  # type: ignore[no-untyped-def]
     run_id = f"run-{uuid.uuid4().hex[:8]}"
     with session_scope(db) as session:
-        session.add(Run(id=run_id, model="tiny", harness="shell", group_size=2))
+        session.add(run_row(run_id, model="tiny", group_size=2))
     return Publisher(store, db, run_id)
 
 
@@ -97,7 +99,7 @@ async def updater(vllm_server, tiny_model_dir, store, db, settings, tmp_path) ->
     yield up
     with session_scope(db) as session:
         run_id = f"restore-{uuid.uuid4().hex[:8]}"
-        session.add(Run(id=run_id, model="tiny", harness="shell", group_size=2))
+        session.add(run_row(run_id, model="tiny", group_size=2))
     restore = Publisher(store, db, run_id).publish((tiny_model_dir / "model.safetensors").read_bytes())
     assert (await up.apply(restore)).status == "served"
     label_base_version(vllm_server)
@@ -220,18 +222,26 @@ async def test_swap_under_concurrent_load_attributes_every_response_by_content(
                 sampled = await client.complete(prompt, max_tokens=12, temperature=0.0)
                 responses.append((sampled.policy_version, sampled.ids))
 
+        async def until(what: str, done, timeout_s: float = 120.0) -> None:  # type: ignore[no-untyped-def]
+            for _ in range(int(timeout_s / 0.1)):
+                if done():
+                    return
+                await asyncio.sleep(0.1)
+            raise AssertionError(f"timed out waiting for {what}; responses so far: {len(responses)}")
+
+        def answered_by(version: int) -> bool:
+            return any(v == version for v, _ in responses)
+
         workers = [asyncio.create_task(keep_asking()) for _ in range(16)]
-        await asyncio.sleep(1.5)
+        # Waits for what the test needs, not fixed sleeps: on a loaded machine 1.5 s held no response at all.
+        await until("a response from A", lambda: answered_by(version_a.version))
         import redis
 
         r = redis.Redis.from_url(updater.redis_url)
         publish_weights(r, publisher.run_id, version_b.version, version_b.object_key)
         r.close()
-        for _ in range(600):
-            await asyncio.sleep(0.1)
-            if updater.served == (publisher.run_id, version_b.version):
-                break
-        await asyncio.sleep(1.5)
+        await until("the swap to B", lambda: updater.served == (publisher.run_id, version_b.version))
+        await until("a response from B", lambda: answered_by(version_b.version))
         stop.set()
         await asyncio.gather(*workers)  # a failed request would raise here
         await updater_task
@@ -273,3 +283,130 @@ async def test_tied_model_logprobs_exact_before_and_after_swap(
     new_dir = model_copy_with(tiny_model_dir_tied, state, tmp_path / "swapped-tied")
     # Without re-packing the tied lm_head on CPU this is ~0.5 off (new body, stale output projection).
     assert max_abs_diff(after.logprobs, recompute_logprobs(new_dir, PROMPT, after.ids)) < 1e-5
+
+
+async def test_rebase_serves_the_base_weights_for_the_next_run_and_refuses_the_old_runs_versions(
+    vllm_server: str,
+    tiny_model_dir: Path,
+    store,
+    db,
+    settings,
+    tmp_path: Path,
+    redis_client,
+    publisher: Publisher,
+) -> None:  # type: ignore[no-untyped-def]
+    """An exclusive pool (``Settings.pool_exclusive``): run A's trained version is served; the rebase to run B
+    swaps the model directory's own weights back in as B's version 0 (the logprobs are the base model's, exactly);
+    a late version of A is then rejected with the reason and never touches the engine, while B's next version is
+    served."""
+    updater = Updater(
+        vllm_server, tiny_model_dir, store, db, settings.redis_url, tmp_path / "incoming", exclusive=True
+    )
+    try:
+        first = publisher.publish(save(perturbed(tiny_model_dir, seed=51)))
+        assert (await updater.apply(first)).status == "served"
+        second_run = Publisher(store, db, f"run-{uuid.uuid4().hex[:8]}")
+        with session_scope(db) as session:
+            session.add(run_row(second_run.run_id, model="tiny", group_size=2))
+
+        outcome = await updater.rebase(second_run.run_id)
+        assert outcome.status == "served" and outcome.swap_ms and outcome.swap_ms > 0  # a real swap
+        served = get_served(redis_client)
+        assert served is not None and (served.run_id, served.version, served.ready) == (
+            second_run.run_id,
+            0,
+            True,
+        )
+        async with InferenceClient(vllm_server) as client:
+            sampled = await client.complete(PROMPT, max_tokens=24, seed=3, ignore_eos=True)
+        assert sampled.policy_version == 0
+        assert max_abs_diff(sampled.logprobs, recompute_logprobs(tiny_model_dir, PROMPT, sampled.ids)) < 1e-5
+        assert (await updater.rebase(second_run.run_id)).status == "skipped"  # asked again: nothing to do
+
+        late = publisher.publish(save(perturbed(tiny_model_dir, seed=52)))
+        assert (await updater.apply(late)).status == "rejected"
+        row = publisher.row(late.version)
+        assert row.status == "rejected" and f"run {second_run.run_id} does" in (row.error or ""), row.error
+        async with InferenceClient(vllm_server) as client:
+            again = await client.complete(PROMPT, max_tokens=24, seed=3, ignore_eos=True)
+        assert (again.ids, again.policy_version) == (sampled.ids, 0)
+
+        assert (
+            await updater.apply(second_run.publish(save(perturbed(tiny_model_dir, seed=53))))
+        ).status == "served"
+        assert get_policy_version(redis_client) == 1
+    finally:
+        restore = await updater.rebase(f"restore-{uuid.uuid4().hex[:8]}")  # the base weights again, version 0
+        assert restore.status == "served"
+        label_base_version(vllm_server)
+        await updater.close()
+
+
+async def test_an_eval_holding_the_pool_is_served_its_target_under_its_own_name(
+    vllm_server: str,
+    tiny_model_dir: Path,
+    tiny_model_dir_tied: Path,
+    store,
+    db,
+    settings,
+    tmp_path: Path,
+    redis_client,
+    publisher: Publisher,
+) -> None:  # type: ignore[no-untyped-def]
+    """An eval takes the pool with the rebase request; the updater reads its target from its config: run A's
+    published version 1 (A finished, never served) is loaded from its weights row's object and labelled 1 under
+    the eval's name (logprobs exactly those weights'), a late version of A is then rejected, asking again is only a
+    relabel; a model directory is served as version 0; one of another architecture fails the eval, naming why."""
+    from shared.models import Run
+    from shared.run_config import EvalTarget
+
+    updater = Updater(
+        vllm_server, tiny_model_dir, store, db, settings.redis_url, tmp_path / "incoming", exclusive=True
+    )
+    trained = perturbed(tiny_model_dir, seed=61)
+    publisher.publish(save(trained))  # version 1 of A: never applied, A is over
+    with session_scope(db) as session:
+        session.get(Run, publisher.run_id).status = "completed"  # type: ignore[union-attr]
+
+    def add_eval(target: EvalTarget) -> str:
+        eval_id = f"eval-{uuid.uuid4().hex[:8]}"
+        run = run_row(eval_id, model="tiny", group_size=1, target=target.model_dump())
+        run.status = "queued"
+        with session_scope(db) as session:
+            session.add(run)
+        return eval_id
+
+    try:
+        of_a = add_eval(EvalTarget(source="weights", run_id=publisher.run_id, version=1))
+        outcome = await updater.rebase(of_a)
+        assert outcome.status == "served", outcome
+        served = get_served(redis_client)
+        assert served is not None and (served.run_id, served.version) == (of_a, 1)
+        async with InferenceClient(vllm_server) as client:
+            sampled = await client.complete(PROMPT, max_tokens=24, seed=5, ignore_eos=True)
+        assert sampled.policy_version == 1
+        copy = model_copy_with(tiny_model_dir, trained, tmp_path / "trained")
+        assert max_abs_diff(sampled.logprobs, recompute_logprobs(copy, PROMPT, sampled.ids)) < 1e-5
+        late = publisher.publish(save(perturbed(tiny_model_dir, seed=62)))
+        assert (await updater.apply(late)).status == "rejected"  # A does not hold the pool
+        assert (await updater.rebase(of_a)).status == "skipped"  # the engine holds those weights already
+
+        directory = model_copy_with(tiny_model_dir, perturbed(tiny_model_dir, seed=63), tmp_path / "other")
+        of_dir = add_eval(EvalTarget(source="model_dir", model_dir=str(directory)))
+        assert (await updater.rebase(of_dir)).status == "served"
+        async with InferenceClient(vllm_server) as client:
+            sampled = await client.complete(PROMPT, max_tokens=24, seed=5, ignore_eos=True)
+        assert sampled.policy_version == 0
+        assert max_abs_diff(sampled.logprobs, recompute_logprobs(directory, PROMPT, sampled.ids)) < 1e-5
+
+        of_tied = add_eval(EvalTarget(source="model_dir", model_dir=str(tiny_model_dir_tied)))
+        assert (await updater.rebase(of_tied)).status == "rejected"
+        with session_scope(db) as session:
+            failed = session.get(Run, of_tied)
+            assert failed is not None and failed.status == "failed"
+            assert "does not match the served model's tensors" in (failed.error or ""), failed.error
+    finally:
+        restore = await updater.rebase(f"restore-{uuid.uuid4().hex[:8]}")
+        assert restore.status == "served"
+        label_base_version(vllm_server)
+        await updater.close()

@@ -34,6 +34,15 @@ def test_cpu_launch_has_the_exactness_and_rl_flags(tmp_path: Path) -> None:
     assert env["PYTHONPATH"].endswith(":/x")
 
 
+def test_the_server_keeps_idle_connections_longer_than_any_client() -> None:
+    """uvicorn's default 5 s keep-alive, shorter than aiohttp's pool, let a client reuse a socket the server was
+    closing ("Server disconnected"); the server must outlast the client's pool (tests/e2e/test_small_model.py)."""
+    from shared.inference_client import KEEPALIVE_S
+
+    env = VllmLaunch(model_dir=Path("/m"), port=1, cpu=True).environment({})
+    assert int(env["VLLM_HTTP_TIMEOUT_KEEP_ALIVE"]) > KEEPALIVE_S * 2
+
+
 def test_gpu_launch_keeps_the_model_dtype_and_compiles(tmp_path: Path) -> None:
     args = VllmLaunch(model_dir=tmp_path, port=1, cpu=False).command()
     assert "--dtype" not in args and "--enforce-eager" not in args and "--enable-scale-out" in args
