@@ -27,23 +27,19 @@ reported as a share of the step time.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import io
 import json
 import multiprocessing
 import os
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import click
-import numpy as np
 
+from services.learner.memory import PeakMemory
 from services.learner.synthetic import WorkloadShape, harness_batch
 from shared.machine import describe_machine, load_average
 
@@ -135,96 +131,41 @@ def analytic_flops(units: list, model_config: Any) -> float:  # type: ignore[typ
     return 3.0 * (tokens * linear_per_token + attention + head)
 
 
-def _segments_to_store(batch, root: Path) -> list[str]:  # type: ignore[no-untyped-def]
+def _segments_to_store(batch, root: Path) -> list:  # type: ignore[no-untyped-def, type-arg]
+    """Store every call's segment as the gateway does; returns each chain's call facts (what its rows hold)."""
     from shared.objectstore import LocalObjectStore
+    from shared.trajectory import put_segment
 
     store = LocalObjectStore(root)
-    keys = []
+    facts = []
     for chain in batch.chains:
-        for position, call in enumerate(chain.calls):
-            key = f"tokens/bench/{chain.rollout_id}/{chain.chain_id}/{position}.npz"
-            buffer = io.BytesIO()
-            np.savez(
-                buffer,
-                prompt_ids=call.suffix_ids.astype(np.int32),
-                sampled_ids=call.sampled_ids.astype(np.int32),
-                sampled_logprobs=call.sampled_logprobs,
-                policy_version=np.asarray(call.policy_version, np.int64),
-            )
-            store.put_bytes(key, buffer.getvalue())
-            keys.append(key)
-    return keys
+        chain_facts = chain.call_facts("bench")
+        for fact, segment in zip(chain_facts, chain.calls, strict=True):
+            put_segment(store, fact.tokens_key, segment)
+        facts.append(chain_facts)
+    return facts
 
 
-def _load_batch(batch, root: Path):  # type: ignore[no-untyped-def]
-    """Read every call's segment back (concurrently, as the learner's loader does) and rebuild the batch.
-    Returns the batch and the seconds that took (module imports excluded: a running learner has them)."""
-    from services.learner.loader import fetch_segments
-    from services.learner.types import Chain, Rollout, TrainingBatch, TrainingCall
+def _load_batch(batch, facts, root: Path):  # type: ignore[no-untyped-def]
+    """Read every call's segment back (concurrently, as the learner's loader does) and rebuild the batch, checked
+    against the call facts as the loader checks rows. Returns the batch and the seconds that took (module imports
+    excluded: a running learner has them)."""
+    from services.learner.types import Rollout, TrainingBatch
     from shared.objectstore import LocalObjectStore
+    from shared.trajectory import Chain, fetch_segments
 
     started = time.perf_counter()
     store = LocalObjectStore(root)
-
-    def key(chain, position: int) -> str:  # type: ignore[no-untyped-def]
-        return f"tokens/bench/{chain.rollout_id}/{chain.chain_id}/{position}.npz"
-
-    fetched = fetch_segments(store, (key(c, p) for c in batch.chains for p in range(len(c.calls))))
+    fetched = fetch_segments(store, (fact.tokens_key for chain_facts in facts for fact in chain_facts))
+    facts_of = iter(facts)
     rollouts = []
     for rollout in batch.rollouts:
-        chains = []
-        for chain in rollout.chains:
-            calls = []
-            for position in range(len(chain.calls)):
-                seg = fetched[key(chain, position)]
-                if isinstance(seg, Exception):
-                    raise seg
-                calls.append(
-                    TrainingCall(
-                        seg["prompt_ids"].astype(np.int64),
-                        seg["sampled_ids"].astype(np.int64),
-                        seg["sampled_logprobs"],
-                        int(seg["policy_version"]),
-                    )
-                )
-            chains.append(Chain(chain.chain_id, chain.rollout_id, chain.group_id, tuple(calls)))
-        rollouts.append(Rollout(rollout.rollout_id, rollout.group_id, rollout.reward, tuple(chains)))
+        chains = tuple(
+            Chain.from_rows(next(facts_of), fetched, rollout_id=chain.rollout_id, group_id=chain.group_id)
+            for chain in rollout.chains
+        )
+        rollouts.append(Rollout(rollout.rollout_id, rollout.group_id, rollout.reward, chains))
     return TrainingBatch(rollouts), time.perf_counter() - started
-
-
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-class PeakRss:
-    """Peak resident memory during a block, above the level at its start (sampled every 5 ms).
-
-    Freed heap is handed back to the OS first (``malloc_trim``) so one strategy's leftovers do not hide the next
-    one's peak.
-    """
-
-    def __enter__(self) -> PeakRss:
-        with contextlib.suppress(OSError):
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
-        self.baseline = self.peak = _rss_bytes()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-        return self
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.005):
-            self.peak = max(self.peak, _rss_bytes())
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, _rss_bytes())
-
-    @property
-    def above_baseline(self) -> int:
-        return self.peak - self.baseline
 
 
 def measure_model(model_name: str, shape: WorkloadShape, repeats: int) -> list[Measurement]:
@@ -241,8 +182,8 @@ def measure_model(model_name: str, shape: WorkloadShape, repeats: int) -> list[M
     config = grpo.GRPOConfig()
     source = harness_batch(shape, seed=0)
     with tempfile.TemporaryDirectory(prefix="harnessrl-bench-") as tmp:
-        _segments_to_store(source, Path(tmp))
-        loaded, load_s = _load_batch(source, Path(tmp))
+        facts = _segments_to_store(source, Path(tmp))
+        loaded, load_s = _load_batch(source, facts, Path(tmp))
     batch = TrainingBatch(grpo.with_advantages(loaded.rollouts, config))
     objective = grpo.TokenObjective(batch, config, torch.device("cpu"))
     warm = TrainingBatch(grpo.with_advantages(harness_batch(QUICK, seed=1).rollouts, config))
@@ -267,13 +208,13 @@ def measure_model(model_name: str, shape: WorkloadShape, repeats: int) -> list[M
     for _ in range(repeats):
         for strategy, (_units, measured, scale, _plan_s) in plans.items():
             model.zero_grad(set_to_none=True)
-            with PeakRss() as rss:
+            with PeakMemory() as rss:
                 cpu0, wall0 = time.process_time(), time.perf_counter()
                 reconstruct.compute(model, batch, strategy, objective, units=measured)
                 cpu_s, wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
             if strategy not in best or cpu_s * scale < best[strategy][0]:
                 best[strategy] = (cpu_s * scale, wall_s * scale)
-            peaks[strategy] = max(peaks.get(strategy, 0), rss.above_baseline)
+            peaks[strategy] = max(peaks.get(strategy, 0), rss.above_start)
     return [
         Measurement(
             strategy,
@@ -395,15 +336,30 @@ def render(results: dict[str, Any]) -> str:
 @click.option(
     "--repeats", type=click.IntRange(1, 10), default=1, help="Interleaved rounds; the fastest counts."
 )
+@click.option(
+    "--ranks",
+    type=click.IntRange(1, 64),
+    default=1,
+    help="With N > 1: one step on N torchrun ranks, FSDP2 vs replicated memory per rank (bench_ranks.py).",
+)
 def bench_learner(
-    quick: bool, as_json: bool, models: tuple[str, ...], prefix_tokens: int | None, repeats: int
+    quick: bool, as_json: bool, models: tuple[str, ...], prefix_tokens: int | None, repeats: int, ranks: int
 ) -> None:
     """Tokens, FLOPs, step time and memory of per_request vs prefix_merging vs trie reconstruction."""
     os.environ["OMP_NUM_THREADS"] = "1"
+    progress = None if as_json else (lambda msg: click.echo(msg, err=True))
+    if ranks > 1:
+        from services.learner import bench_ranks
+
+        out = [
+            bench_ranks.run_ranks(ranks, name, bench_ranks.shape_for(quick, prefix_tokens), progress)
+            for name in (models or ("wide",))
+        ]
+        click.echo(json.dumps(out) if as_json else "\n\n".join(bench_ranks.render(r) for r in out))
+        return
     shape = QUICK if quick else FULL
     if prefix_tokens is not None:
         shape = replace(shape, prefix_tokens=prefix_tokens)
-    progress = None if as_json else (lambda msg: click.echo(msg, err=True))
     results = run_bench(shape, list(models) or sorted(MODEL_CONFIGS), progress, repeats)
     click.echo(json.dumps(results) if as_json else render(results))
     sys.stdout.flush()

@@ -1,7 +1,9 @@
 """The GRPO core, top to bottom: knobs, group advantages, per-token weights, the clipped loss, one update.
 
-Read in order (CleanRL style): ``GRPOConfig`` (every knob, documented) → ``group_advantages`` → ``token_weights``
-→ ``TokenObjective`` (the per-token loss every reconstruction strategy back-propagates) → ``grpo_step``.
+Read in order (CleanRL style): ``GRPOConfig`` (every knob, documented; it is the ``grpo`` section of a run's config
+and lives in ``shared/run_config.py``, so the REST API, the CLI and this file share one definition) →
+``group_advantages`` → ``token_weights`` → ``TokenObjective`` (the per-token loss every reconstruction strategy
+back-propagates) → ``grpo_step``.
 
 The loss is a fixed weighted sum of per-token terms, ``L = sum_t w_t * l_t(logp_t)``: weights come from the
 aggregation rule and are computed from the batch *before* any forward pass, so a strategy (or a data-parallel
@@ -25,100 +27,15 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Literal
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
 from services.learner import reconstruct
+from services.learner.memory import PeakMemory
 from services.learner.types import Rollout, TrainingBatch
-
-
-@dataclass(frozen=True)
-class GRPOConfig:
-    """GRPO settings; a run's ``config["grpo"]`` overrides any of them by name."""
-
-    # Advantage ---------------------------------------------------------------------------------------------
-    baseline: Literal["mean", "leave_one_out"] = "mean"
-    """``mean``: A_i = r_i - mean(r). ``leave_one_out``: A_i = r_i - mean of the others (RLOO; unbiased)."""
-    normalize_std: bool = False
-    """Divide advantages by the group's reward std (original GRPO). Off by default (Dr. GRPO): it up-weights
-    groups that are nearly all-correct or all-wrong, a difficulty bias."""
-    std_epsilon: float = 1e-6
-
-    # Policy loss -------------------------------------------------------------------------------------------
-    clip_low: float = 0.2
-    """Lower PPO clip: ratio below 1 - clip_low stops pushing a negative-advantage token down."""
-    clip_high: float = 0.28
-    """Upper PPO clip (clip-higher, DAPO): > clip_low leaves rare good tokens room to grow (less entropy collapse)."""
-    tis_cap: float | None = 2.0
-    """Truncated importance sampling cap on the ratio's weight; None turns it off."""
-    aggregation: Literal["token", "sequence"] = "token"
-    """How per-token terms become one loss.
-    ``token``: sum over all loss tokens of the batch / their count (DAPO). Every token weighs the same, so a long
-    rollout contributes in proportion to its length; no per-rollout length normalization to exploit.
-    ``sequence``: mean over rollouts of the rollout's mean token term (original GRPO). Every rollout weighs the
-    same, so a token of a short rollout weighs more than one of a long rollout: correct answers are pushed toward
-    brevity and wrong long ones are punished weakly per token — the length bias that lets failing rollouts grow.
-    A 'sequence' is a rollout (all its chains), never a forwarded sequence, so every strategy agrees."""
-    kl_coef: float = 0.0
-    """Weight of the k3 KL to the reference model (the initial weights); 0 = no reference model is kept."""
-
-    # Optimizer ---------------------------------------------------------------------------------------------
-    learning_rate: float = 1e-6
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_epsilon: float = 1e-8
-    weight_decay: float = 0.0
-    max_grad_norm: float | None = 1.0
-
-    # Batching and staleness --------------------------------------------------------------------------------
-    groups_per_step: int = 4
-    """Groups the learner gathers before one update."""
-    max_policy_lag: int = 2
-    """A group sampled more than this many versions ago is dropped (counted as stale)."""
-    strategy: Literal["per_request", "prefix_merging", "trie"] = "trie"
-    max_pack_tokens: int = 1 << 17
-    """Token budget of one trie pack (a data-parallel unit of work)."""
-    trie_attention: Literal["auto", "blocks", "flex"] = "auto"
-    """The trie's attention path: ``blocks`` (per-segment fused kernels merged by log-sum-exp; CPU), ``flex`` (one
-    block-sparse FlexAttention call per pack; CUDA), ``auto`` (flex on CUDA, blocks elsewhere)."""
-    bf16_autocast: bool = False
-    """bfloat16 autocast for forward; master weights and the loss stay fp32. Helps on AMX CPUs and GPUs."""
-    seed: int = 0
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> GRPOConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown GRPO setting(s): {', '.join(unknown)}")
-        config = cls(**values)
-        config.check()
-        return config
-
-    def check(self) -> None:
-        if self.baseline not in ("mean", "leave_one_out"):
-            raise ValueError(f"baseline must be 'mean' or 'leave_one_out', not {self.baseline!r}")
-        if self.aggregation not in ("token", "sequence"):
-            raise ValueError(f"aggregation must be 'token' or 'sequence', not {self.aggregation!r}")
-        if self.trie_attention not in reconstruct.TRIE_ATTENTION:
-            raise ValueError(
-                f"trie_attention must be one of {reconstruct.TRIE_ATTENTION}, not {self.trie_attention!r}"
-            )
-        if self.strategy not in reconstruct.STRATEGIES:
-            raise ValueError(f"strategy must be one of {reconstruct.STRATEGIES}, not {self.strategy!r}")
-        if not (0 <= self.clip_low < 1 and self.clip_high >= 0):
-            raise ValueError("clip_low must be in [0, 1) and clip_high >= 0")
-        if self.tis_cap is not None and self.tis_cap <= 0:
-            raise ValueError("tis_cap must be positive or null")
-        if self.learning_rate <= 0 or self.groups_per_step <= 0 or self.max_pack_tokens <= 0:
-            raise ValueError("learning_rate, groups_per_step and max_pack_tokens must be positive")
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
+from shared.run_config import GRPOConfig
 
 # --- advantages ------------------------------------------------------------------------------------------------
 
@@ -235,8 +152,9 @@ class TokenObjective:
 
 
 def make_optimizer(model: torch.nn.Module, config: GRPOConfig) -> torch.optim.Optimizer:
+    """AdamW over the trainable parameters (all of them, or a LoRA adapter's)."""
     return torch.optim.AdamW(
-        model.parameters(),
+        [p for p in model.parameters() if p.requires_grad],
         lr=config.learning_rate,
         betas=(config.adam_beta1, config.adam_beta2),
         eps=config.adam_epsilon,
@@ -249,6 +167,8 @@ def all_reduce_gradients(model: torch.nn.Module) -> None:
     import torch.distributed as dist
 
     for p in model.parameters():
+        if not p.requires_grad:
+            continue
         if p.grad is None:
             p.grad = torch.zeros_like(p)
         dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
@@ -271,7 +191,25 @@ def grpo_step(
     rank: int = 0,
     world_size: int = 1,
 ) -> StepResult:
-    """One GRPO update on ``batch`` (advantages already set): forward+backward by strategy, clip, step."""
+    """One GRPO update on ``batch`` (advantages already set): forward+backward by strategy, clip, step.
+
+    ``model`` may be sharded (FSDP2, ``distributed.shard_model``): then gradients arrive reduce-scattered and only
+    the logprobs and token counts are summed here; a replicated model's gradients are all-reduced here."""
+    with PeakMemory(next(model.parameters()).device) as memory:
+        result = _grpo_step(model, optimizer, batch, config, reference_model, rank, world_size)
+    result.metrics.update(peak_memory_bytes=memory.peak, peak_memory_step_bytes=memory.above_start)
+    return result
+
+
+def _grpo_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: TrainingBatch,
+    config: GRPOConfig,
+    reference_model: torch.nn.Module | None,
+    rank: int,
+    world_size: int,
+) -> StepResult:
     started = time.perf_counter()
     device = next(model.parameters()).device
     reference = None
@@ -282,9 +220,17 @@ def grpo_step(
             config.strategy,
             None,
             max_pack_tokens=config.max_pack_tokens,
+            rank=rank,
+            world_size=world_size,
             trie_attention=config.trie_attention,
         )
         reference = ref_out.logprobs
+        if world_size > 1:
+            import torch.distributed as dist
+
+            dist.all_reduce(
+                reference, op=dist.ReduceOp.SUM
+            )  # each loss token was computed by exactly one rank
     objective = TokenObjective(batch, config, device, reference)
     optimizer.zero_grad(set_to_none=True)
     out = reconstruct.compute(
@@ -303,14 +249,18 @@ def grpo_step(
     if world_size > 1:
         import torch.distributed as dist
 
-        all_reduce_gradients(model)
+        if not reconstruct.is_sharded(model):
+            all_reduce_gradients(model)
         dist.all_reduce(logprobs, op=dist.ReduceOp.SUM)  # each loss token was computed by exactly one rank
         counted = torch.tensor([tokens], dtype=torch.int64)
         dist.all_reduce(counted, op=dist.ReduceOp.SUM)
         tokens = int(counted.item())
     grad_norm = float("nan")
     if config.max_grad_norm is not None:
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm))
+        norm = torch.nn.utils.clip_grad_norm_(
+            [p for p in model.parameters() if p.requires_grad], config.max_grad_norm
+        )
+        grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
     optimizer.step()
     metrics = objective.metrics(logprobs)
     rewards = np.asarray([r.reward for r in batch.rollouts], np.float64)

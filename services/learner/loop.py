@@ -6,30 +6,41 @@ the learner reads it as a member of the consumer group ``learner`` and acks an e
 drop decision) that used it has committed.
 
 One step, in order:
-  1. collect one sampling step: ``groups_per_step`` newly decided groups (the api sets it to the groups of one
-     sampling step). A group already ``consumed`` (a redelivered entry) is only acked; a group whose oldest
-     token is more than ``max_policy_lag`` versions old is dropped (stale); a group with zero reward variance
-     carries no GRPO signal and is counted, not trained; a group whose token arrays are missing or
-     inconsistent is set aside with its reason (``loader.py``). The rest is the batch.
+  1. collect one sampling step: the run config's ``groups_per_step`` newly decided groups (the groups the api
+     schedules per sampling step). A group already ``consumed`` (a redelivered entry) is only acked; a group whose oldest
+     token is more than ``max_policy_lag`` versions old (the run's ``grpo.max_policy_lag``, which also bounds how far
+     the scheduler lets sampling run ahead; unset, ``Settings.max_policy_lag``) is dropped (stale); a group with zero
+     reward variance carries no GRPO signal and is counted, not trained; a group whose token arrays are missing or
+     inconsistent is set aside with its reason (``loader.py``). The rest is the batch. Each loss token is weighed
+     against its own behaviour logprob (``grpo.py``), so a rollout whose calls span a weight swap trains each call
+     against the version that sampled it.
   2. GRPO update (``grpo.grpo_step``) with the run's reconstruction strategy — or, when no group has signal,
      no update: the step still commits and publishes a version (unchanged weights), so every sampling step
      yields exactly one learner step and one policy version, and the run moves on.
-  3. write ``weights/<run>/<version>/model.safetensors`` and the checkpoint (``checkpoint.py``);
-  4. one transaction: ``steps`` row with the metrics, ``weights`` row, groups → ``consumed`` (set-aside ones →
-     ``failed``, the reason on each rollout's ``meta.learner_set_aside``), ``runs.policy_version``. This commit is
-     the step's commit point: a crash before it redoes the step from the previous checkpoint, after it resumes
-     from this one.
+  3. write the version's weights in the served dtype (``publish.py``: ``weights/<run>/<version>/model.safetensors``,
+     or a LoRA run's adapter under ``adapters/<run>/<version>/``);
+  4. one transaction: ``steps`` row with the metrics (including the ids of the groups it trained, in order, the
+     policy lag of its trained tokens, and its window's wall time and busy fractions: ``_measure``),
+     ``weights`` row, groups → ``consumed`` (set-aside ones → ``failed``, the reason on each rollout's
+     ``meta.learner_set_aside``), ``runs.policy_version``. This commit is the step's commit point;
   5. ack the stream entries, then publish the ``weights`` event. A crash between commit and publish is healed at
-     start-up: the learner re-announces its current version (the updater ignores versions it already serves).
-A failure after the optimizer step and before the commit leaves in-memory state ahead of the database; the
-learner then stops (the supervisor restarts it from the last committed checkpoint) rather than guess.
+     start-up: the learner re-announces its current version (the updater ignores versions it already serves);
+  6. every ``checkpoint_every`` steps, a checkpoint from a copy, written in the background (``checkpoint.py``).
+
+Restart: the learner loads the newest complete checkpoint at or below the last committed step and replays the
+committed steps after it from their recorded groups (``_replay``) — no commit, no publish, no stream reads — so
+no group is lost or trained twice and no version number is published twice; then it checks the replayed weights
+against the last published version's sha256. A failure after the optimizer step and before the commit leaves
+in-memory state ahead of the database; the learner then stops (the supervisor restarts it) rather than guess.
 
 Under ``torchrun`` (``distributed.py``) rank 0 does all of the above; it broadcasts each batch before its step,
-every rank computes its share and the gradients are summed, and ranks > 0 only ``follow``.
+every rank computes its share (the model sharded by FSDP2, or replicated), every rank helps gather the published
+tensors and writes its own checkpoint shard, and ranks > 0 only ``follow``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import signal
 import socket
@@ -40,27 +51,43 @@ from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
-import redis
 import torch
+from safetensors.torch import save
 from sqlalchemy import func, select, update
 
 from services.learner import grpo
-from services.learner.checkpoint import LearnerState, load_checkpoint, save_checkpoint
+from services.learner.checkpoint import (
+    CheckpointWriter,
+    LearnerState,
+    load_checkpoint,
+    newest_checkpoint,
+    snapshot,
+)
 from services.learner.distributed import broadcast, init_from_env
 from services.learner.loader import GroupSetAside, LoadedGroup, load_group
-from services.learner.policy import load_policy
-from services.learner.publish import put_weights, weights_key
+from services.learner.policy import build_policy, served_dtype
+from services.learner.publish import PublishedWeights, put_weights, weights_key
 from services.learner.types import TrainingBatch
+from shared.adapters import adapter_key
+from shared.busy_time import busy_seconds, generation_intervals
 from shared.db import make_engine, session_factory, session_scope
-from shared.events import GROUPS_CONSUMER_GROUP, GroupEntry, GroupStreamConsumer, connect, publish_weights
+from shared.events import GroupEntry, GroupStreamConsumer, connect, publish_weights
 from shared.models import Group, Run, Step, Weight
 from shared.models import Rollout as RolloutRow
-from shared.objectstore import ObjectNotFound, open_store
+from shared.objectstore import open_store
+from shared.run_config import RunConfigError, read_run_config
 from shared.settings import Settings
+from shared.statuses import RUN_FINISHED, GroupStatus, RunKind
+from shared.tensorboard import ScalarLog
 
 log = logging.getLogger(__name__)
 
 RECENT_CONSUMED = 1000
+# Step metrics written to TensorBoard as ``train/<name>`` (shared/tensorboard.py), beside the steps row.
+TENSORBOARD_METRICS = (
+    "loss", "reward_mean", "reward_std", "kl", "kl_behavior", "clip_fraction", "tokens_computed", "loss_tokens",
+    "step_time_s", "load_s", "publish_s",
+)  # fmt: skip
 
 
 class LearnerError(RuntimeError):
@@ -132,35 +159,51 @@ class Learner:
             run = session.get(Run, run_id)
             if run is None:
                 raise LearnerError(f"no run {run_id!r}")
-            run_config = dict(run.config or {})
+            if run.kind != RunKind.TRAIN:
+                raise LearnerError(f"{run_id} is an eval: nothing of it is ever trained on")
+            try:
+                run_config = read_run_config(run)
+            except RunConfigError as exc:
+                raise LearnerError(str(exc)) from None
             last_step = session.scalar(select(func.max(Step.step)).where(Step.run_id == run_id)) or 0
-        try:
-            self.config = grpo.GRPOConfig.from_dict(
-                {"max_policy_lag": settings.max_policy_lag, **run_config.get("grpo", {})}
-            )
-        except (TypeError, ValueError) as exc:
-            raise LearnerError(f"run {run_id}: bad GRPO settings: {exc}") from None
-        self.model_dir = Path(run_config.get("model_dir") or settings.resolved_model_dir)
+        self.config = run_config.grpo
+        self.lora = run_config.lora
+        self.groups_per_step = run_config.groups_per_step
+        # One bound for the scheduler (how far sampling runs ahead) and this drop; unset: on-policy sampling, and
+        # the service's bound for what an on-policy run can still leave behind (shared/run_config.py).
+        self.max_policy_lag = self.config.drop_lag(settings.max_policy_lag)
+        self.sampling_lag = self.config.sampling_lag
+        self.model_dir = Path(run_config.model_dir or settings.resolved_model_dir)
         if not (self.model_dir / "config.json").exists():
             raise LearnerError(f"model directory {self.model_dir} has no config.json")
         torch.manual_seed(self.config.seed)
         np.random.seed(self.config.seed)
-        self.model = load_policy(self.model_dir)
-        self.model.train()
+        sharded = self.world_size > 1 and self.config.data_parallel == "fsdp"
+        self.model = build_policy(
+            self.model_dir,
+            lora=self.lora,
+            activation_checkpointing=self.config.activation_checkpointing,
+            shard=sharded,
+            bf16=self.config.bf16_autocast,
+        )
+        self.publish_dtype = served_dtype(self.model_dir)
         self.vocab_size = int(cast(Any, self.model).config.vocab_size)
         self.optimizer = grpo.make_optimizer(self.model, self.config)
-        self.reference = load_policy(self.model_dir).eval() if self.config.kl_coef else None
+        self.reference = None
+        if self.config.kl_coef:
+            self.reference = build_policy(
+                self.model_dir, shard=sharded, bf16=self.config.bf16_autocast
+            ).eval()
+        self.checkpoints = CheckpointWriter(
+            self.store, run_id, self.rank, self.world_size, self.config.keep_checkpoints
+        )
         self.state = LearnerState()
-        if last_step:
-            try:
-                self.state = load_checkpoint(self.store, run_id, last_step, self.model, self.optimizer)
-            except ObjectNotFound:
-                raise LearnerError(
-                    f"run {run_id} committed step {last_step} but its checkpoint is missing"
-                ) from None
+        self.tensorboard = ScalarLog(settings, self.store, writer="learner")
+        self.replay_report: dict[str, Any] | None = None
         self.carry = {"groups_stale": 0, "groups_zero_variance": 0, "groups_set_aside": 0}
         self._run_checked_at = float("-inf")
         self._run_over = False
+        self._resume(last_step)
         if self.rank > 0:
             return  # followers only train on what rank 0 broadcasts
         self.consumer = GroupStreamConsumer(
@@ -170,46 +213,138 @@ class Learner:
         if self.state.policy_version > 0:
             publish_weights(self.redis, run_id, self.state.policy_version, self._weights_key())
 
+    # --- resuming --------------------------------------------------------------------------------------------
+    def _resume(self, last_step: int) -> None:
+        """Newest complete checkpoint at or below the last committed step, then replay the steps after it."""
+        start = 0
+        if self.rank == 0 and last_step:
+            try:
+                start = newest_checkpoint(self.store, self.run_id, last_step, self.world_size)
+            except ValueError as exc:
+                start = -1
+                error = str(exc)
+        if self.world_size > 1:
+            start = broadcast(start, self.rank)
+        if start < 0:
+            raise LearnerError(error if self.rank == 0 else "rank 0 cannot resume this run")
+        if start:
+            self.state = load_checkpoint(
+                self.store, self.run_id, start, self.model, self.optimizer, self.rank, self.world_size
+            )
+        if self.rank == 0:
+            self._replay(start, last_step)
+        elif last_step:
+            self.follow()  # rank 0 broadcasts the replayed batches, then "stop"
+
+    def _replay(self, after: int, last_step: int) -> None:
+        """Rank 0: retrain committed steps ``after+1 .. last_step`` from their recorded groups."""
+        if last_step <= after:
+            if self.world_size > 1 and last_step:
+                broadcast(("stop", None), self.rank)
+            return
+        started = time.perf_counter()
+        with session_scope(self.sessions) as session:
+            rows = session.scalars(
+                select(Step).where(Step.run_id == self.run_id, Step.step > after).order_by(Step.step)
+            ).all()
+            plan = [
+                (row.step, row.policy_version, (row.metrics or {}).get("trained_group_ids")) for row in rows
+            ]
+            published = session.scalars(
+                select(Weight.sha256).where(Weight.run_id == self.run_id, Weight.version == last_step)
+            ).first()
+        try:
+            for step, version, group_ids in plan:
+                if group_ids is None:
+                    raise LearnerError(
+                        f"run {self.run_id}: step {step} does not record its groups; cannot replay it from "
+                        f"checkpoint {after}"
+                    )
+                batch = self._replay_batch(group_ids, version - 1)
+                if self.world_size > 1:
+                    broadcast(("replay", batch), self.rank)
+                if batch is not None:
+                    grpo.grpo_step(
+                        self.model,
+                        self.optimizer,
+                        batch,
+                        self.config,
+                        self.reference,
+                        rank=0,
+                        world_size=self.world_size,
+                    )
+                self.state = LearnerState(
+                    step=step,
+                    policy_version=version,
+                    consumed_group_ids=(self.state.consumed_group_ids + group_ids)[-RECENT_CONSUMED:],
+                    last_entry_id=self.state.last_entry_id,
+                )
+            if self.world_size > 1:
+                broadcast(("check", None), self.rank)
+            from services.learner.publish import published_tensors
+
+            blob = save(published_tensors(self.model, self.publish_dtype))
+        finally:
+            if self.world_size > 1:
+                broadcast(("stop", None), self.rank)
+        sha = hashlib.sha256(blob).hexdigest()
+        self.replay_report = {
+            "from_checkpoint": after,
+            "steps": [p[0] for p in plan],
+            "seconds": time.perf_counter() - started,
+            "matches_published": sha == published,
+        }
+        if sha != published:
+            log.warning(
+                "replayed weights differ from the published version %s",
+                last_step,
+                extra={"run_id": self.run_id},
+            )
+        print(
+            f"resumed run {self.run_id} from checkpoint {after}, replayed steps {after + 1}..{last_step} in "
+            f"{self.replay_report['seconds']:.1f}s; weights match version {last_step}: {sha == published}",
+            flush=True,
+        )
+
+    def _replay_batch(self, group_ids: list[str], learner_version: int) -> TrainingBatch | None:
+        rollouts = []
+        with session_scope(self.sessions) as session:
+            for group_id in group_ids:
+                try:
+                    loaded = load_group(session, self.store, group_id, learner_version, self.vocab_size)
+                except GroupSetAside as exc:
+                    raise LearnerError(f"cannot replay group {group_id}: {exc.reason}") from None
+                rollouts += list(loaded.rollouts)
+        return TrainingBatch(grpo.with_advantages(rollouts, self.config)) if rollouts else None
+
     def _weights_key(self) -> str:
+        if self.lora is not None:
+            return adapter_key(self.run_id, self.state.policy_version)
         return weights_key(self.run_id, self.state.policy_version)
 
-    # --- reading ---------------------------------------------------------------------------------------------
-    def _read_new(self, count: int, block_ms: int) -> list[GroupEntry]:
-        # Not GroupStreamConsumer.read: that re-delivers this consumer's pending entries first, and ours stay
-        # pending on purpose until the step that used them commits.
-        try:
-            raw = self.redis.xreadgroup(
-                GROUPS_CONSUMER_GROUP,
-                self.consumer.consumer,
-                {self.consumer.stream: ">"},
-                count=count,
-                block=block_ms,
-            )
-        except redis.ResponseError as exc:
-            if "NOGROUP" not in str(exc) and "UNBLOCKED" not in str(exc):
-                raise
-            # Redis lost the stream (a restart without persistence): recreate the consumer group and go on;
-            # complete groups are rebuilt from Postgres by whoever appends them.
-            self.consumer = GroupStreamConsumer(
-                self.redis, self.run_id, self.consumer.consumer, claim_idle_ms=60_000
-            )
-            return []
-        entries = []
-        for entry_id, fields in raw[0][1] if raw else []:  # type: ignore[index]
-            if fields is not None:
-                entries.append(
-                    GroupEntry(
-                        entry_id, fields.get("run_id", self.run_id), fields.get("group_id", ""), fields
-                    )
-                )
-        return entries
+    def _publish_and_checkpoint(self, state: LearnerState) -> PublishedWeights | None:
+        """Every rank: gather and (rank 0) write the version; every ``checkpoint_every`` steps, checkpoint."""
+        return put_weights(
+            self.store, self.run_id, state.policy_version, self.model, self.publish_dtype, self.rank
+        )
 
+    def _maybe_checkpoint(self, state: LearnerState) -> float:
+        """After the step's commit: copy this rank's state and write it in the background; the copy's seconds."""
+        if state.step % self.config.checkpoint_every:
+            return 0.0
+        started = time.perf_counter()
+        self.checkpoints.write(
+            state.step, snapshot(self.model, self.optimizer, state if self.rank == 0 else None)
+        )
+        return time.perf_counter() - started
+
+    # --- reading ---------------------------------------------------------------------------------------------
     def _classify(self, entry: GroupEntry, collected: Collected) -> None:
         collected.entries.append(entry)
         group_id = entry.group_id
         with session_scope(self.sessions) as session:
             group = session.get(Group, group_id)
-            if group is not None and (group.status == "consumed" or group.consumed_at is not None):
+            if group is not None and (group.status == GroupStatus.CONSUMED or group.consumed_at is not None):
                 collected.redelivered.append(group_id)
                 return
             if group_id in self.state.consumed_group_ids or any(
@@ -226,7 +361,7 @@ class Learner:
             finally:
                 collected.load_last_group_s = time.perf_counter() - started
                 collected.load_s += collected.load_last_group_s
-        if self.state.policy_version - loaded.oldest_version > self.config.max_policy_lag:
+        if self.state.policy_version - loaded.oldest_version > self.max_policy_lag:
             collected.stale.append(group_id)
             collected.untrained_rewards.extend(loaded.rewards)
         elif float(np.std(loaded.rewards)) == 0.0:
@@ -242,8 +377,8 @@ class Learner:
         the learner is stopping or the run is over."""
         collected = Collected()
         deadline = time.monotonic() + wait_s
-        while collected.n_new < self.config.groups_per_step and not self.stopping:
-            want = self.config.groups_per_step - collected.n_new
+        while collected.n_new < self.groups_per_step and not self.stopping:
+            want = self.groups_per_step - collected.n_new
             if self.backlog:
                 entries, self.backlog = self.backlog[:want], self.backlog[want:]
             else:
@@ -253,7 +388,7 @@ class Learner:
                         break
                     deadline = time.monotonic() + fill_timeout_s
                     continue
-                entries = self._read_new(want, min(remaining_ms, 1000))
+                entries = self.consumer.read_new(want, min(remaining_ms, 1000))
             had_new = collected.n_new
             for entry in entries:
                 self._classify(entry, collected)
@@ -269,7 +404,7 @@ class Learner:
         self._run_checked_at = now
         with session_scope(self.sessions) as session:
             status = session.scalar(select(Run.status).where(Run.id == self.run_id))
-        self._run_over = status in (None, "completed", "stopped", "failed")
+        self._run_over = status is None or status in RUN_FINISHED
         return self._run_over
 
     # --- committing ------------------------------------------------------------------------------------------
@@ -277,10 +412,12 @@ class Learner:
         done = [g.group_id for g in collected.trainable] + collected.stale + collected.zero_variance
         if done:
             session.execute(
-                update(Group).where(Group.id.in_(done)).values(status="consumed", consumed_at=now)
+                update(Group).where(Group.id.in_(done)).values(status=GroupStatus.CONSUMED, consumed_at=now)
             )
         for group_id, reason in collected.set_aside:
-            session.execute(update(Group).where(Group.id == group_id).values(status="failed"))
+            session.execute(
+                update(Group).where(Group.id == group_id).values(status=GroupStatus.FAILED, error=reason)
+            )
             for rollout in session.scalars(select(RolloutRow).where(RolloutRow.group_id == group_id)):
                 rollout.meta = {**(rollout.meta or {}), "learner_set_aside": reason}
 
@@ -324,8 +461,9 @@ class Learner:
                 world_size=self.world_size,
             )
             m = result.metrics
-            versions = batch.per_loss_token()["policy_version"]
-            lag = float((self.state.policy_version - versions).mean()) if len(versions) else 0.0
+            token_lags = self.state.policy_version - batch.per_loss_token()["policy_version"]
+            lag = float(token_lags.mean()) if len(token_lags) else 0.0
+            lag_max = int(token_lags.max()) if len(token_lags) else 0
         else:
             # A sampling step whose groups all lack signal (no reward variance, stale, or set aside): no update,
             # but still one committed step and one version, so versions count steps and the scheduler and
@@ -333,15 +471,16 @@ class Learner:
             if self.world_size > 1:
                 broadcast(("empty", None), self.rank)
             m = _untrained_metrics(collected.untrained_rewards)
-            lag = 0.0
-        published = put_weights(self.store, self.run_id, version, self.model)
+            lag, lag_max = 0.0, 0
         new_state = LearnerState(
             step=step,
             policy_version=version,
             consumed_group_ids=self._remember(collected),
             last_entry_id=collected.entries[-1].entry_id if collected.entries else self.state.last_entry_id,
         )
-        save_checkpoint(self.store, self.run_id, self.model, self.optimizer, new_state)
+        publish_started = time.perf_counter()
+        published = self._publish_and_checkpoint(new_state)
+        assert published is not None  # rank 0
         metrics = {
             **m,
             "kl_reference": m["kl"],
@@ -353,7 +492,15 @@ class Learner:
             "commit_prepare_s": time.perf_counter() - started - m["step_time_s"],
             "load_s": collected.load_s,
             "load_last_group_s": collected.load_last_group_s,
+            "publish_s": time.perf_counter() - publish_started,
+            "published_bytes": published.size_bytes,
+            "trained_group_ids": [g.group_id for g in collected.trainable],
+            "checkpoint_write_s_previous": self.checkpoints.last_write_s,
+            "policy_lag_max": lag_max,
         }
+        window_end = time.time()
+        busy = self._measure(step, window_end, learner_busy_s=time.perf_counter() - started)
+        metrics |= busy.pop(step)
         now = datetime.now(UTC)
         with session_scope(self.sessions) as session:
             session.add(
@@ -388,12 +535,75 @@ class Learner:
             )
             self._mark_groups(session, collected, now)
             session.execute(update(Run).where(Run.id == self.run_id).values(policy_version=version))
+            for row in session.scalars(select(Step).where(Step.run_id == self.run_id, Step.step.in_(busy))):
+                row.metrics = {**row.metrics, **busy[row.step]}
         self.state = new_state
         self.carry = dict.fromkeys(self.carry, 0)
         self.consumer.ack([e.entry_id for e in collected.entries])
         publish_weights(self.redis, self.run_id, version, published.object_key)
+        self.tensorboard.write(self.run_id, step, {f"train/{k}": metrics.get(k) for k in TENSORBOARD_METRICS})
+        self._maybe_checkpoint(new_state)
         log.info("step committed", extra={"run_id": self.run_id, "step": step, "loss": m["loss"]})
         return StepReport(step, version, metrics)
+
+    # --- measuring -----------------------------------------------------------------------------------------
+    def _measure(self, step: int, window_end: float, learner_busy_s: float) -> dict[int, dict[str, float]]:
+        """Step ``step``'s time figures, and the inference figures of the ``sampling_lag`` steps before it again.
+
+        A step's **window** is the wall time from the previous step's commit (for step 1: the creation of the run's
+        first groups, when its sampling began) to this step's commit (``window_start_unix``, ``window_end_unix``,
+        Unix seconds; ``wall_s`` = their difference), so the windows of a run tile its training time and
+        ``wall_s`` is the wall time per step. In it:
+
+        - ``learner_busy_s``: this step's update, publishing and the work before the commit (``train``), the work
+          a GPU learner would do; group loading (``load_s``) happens while rollouts run and is reported apart.
+          ``learner_busy_fraction`` = ``learner_busy_s / wall_s``.
+        - ``inference_busy_s``: time with at least one of the run's calls in generation (``shared/busy_time.py``:
+          from the request sent to the engine to its last token, as the gateway stamped them).
+          ``inference_busy_fraction`` = ``inference_busy_s / wall_s``.
+
+        The gateway records a call after its reply, so calls still generating at a commit are missing from the
+        figure until recorded. Sampling runs at most ``sampling_lag`` steps ahead and a step's rollouts are all
+        recorded before it is trained, so every call that overlaps step j's window is recorded by the commit of
+        step j + ``sampling_lag``: each commit measures its window and measures the previous ``sampling_lag``
+        windows again (on-policy, nothing generates at a commit and the first figure is final)."""
+        with session_scope(self.sessions) as session:
+            rows = session.execute(
+                select(Step.step, Step.metrics, Step.created_at).where(
+                    Step.run_id == self.run_id,
+                    Step.step >= step - max(self.sampling_lag, 1),
+                    Step.step < step,
+                )
+            ).all()
+            windows = {
+                r.step: (r.metrics["window_start_unix"], r.metrics["window_end_unix"])
+                for r in rows
+                if "window_end_unix" in r.metrics and r.step >= step - self.sampling_lag
+            }
+            previous = [r for r in rows if r.step == step - 1]
+            if previous:
+                start = previous[0].metrics.get("window_end_unix", previous[0].created_at.timestamp())
+            else:
+                first = session.scalar(select(func.min(Group.created_at)).where(Group.run_id == self.run_id))
+                start = first.timestamp() if first is not None else window_end - learner_busy_s
+            windows[step] = (start, window_end)
+            intervals = generation_intervals(
+                session, self.run_id, min(a for a, _ in windows.values()), window_end
+            )
+        figures: dict[int, dict[str, float]] = {}
+        for s, (a, b) in windows.items():
+            wall = max(b - a, 1e-9)
+            inference = busy_seconds(intervals, a, b)
+            figures[s] = {"inference_busy_s": inference, "inference_busy_fraction": inference / wall}
+        wall = max(window_end - start, 1e-9)
+        figures[step] |= {
+            "window_start_unix": start,
+            "window_end_unix": window_end,
+            "wall_s": window_end - start,
+            "learner_busy_s": learner_busy_s,
+            "learner_busy_fraction": min(1.0, learner_busy_s / wall),
+        }
+        return figures
 
     # --- the loop --------------------------------------------------------------------------------------------
     def step_once(self, wait_s: float = 5.0) -> StepReport | None:
@@ -405,29 +615,35 @@ class Learner:
         return None
 
     def follow(self) -> int:
-        """Ranks > 0: take rank 0's batches step by step until it says stop."""
+        """Ranks > 0: take rank 0's batches step by step until it says stop. ``step``/``empty`` are live steps
+        (train, help publish, checkpoint); ``replay`` retrains a committed step; ``check`` gathers the replayed
+        weights for rank 0's comparison."""
         steps = 0
         while True:
             kind, batch = broadcast(None, self.rank)
             if kind == "stop":
                 return steps
-            if kind == "empty":  # rank 0 committed a step without an update
-                self.state.step += 1
-                self.state.policy_version += 1
-                steps += 1
+            if kind == "check":
+                from services.learner.publish import published_tensors
+
+                published_tensors(self.model, self.publish_dtype, keep=False)
                 continue
-            grpo.grpo_step(
-                self.model,
-                self.optimizer,
-                batch,
-                self.config,
-                self.reference,
-                rank=self.rank,
-                world_size=self.world_size,
-            )
+            if batch is not None:
+                grpo.grpo_step(
+                    self.model,
+                    self.optimizer,
+                    batch,
+                    self.config,
+                    self.reference,
+                    rank=self.rank,
+                    world_size=self.world_size,
+                )
             self.state.step += 1
             self.state.policy_version += 1
-            steps += 1
+            if kind != "replay":
+                self._publish_and_checkpoint(self.state)
+                self._maybe_checkpoint(self.state)
+                steps += 1
 
     def run(self, max_steps: int | None = None, idle_exit_s: float | None = None) -> int:
         """Train until stopped, ``max_steps`` steps, or ``idle_exit_s`` without a trainable group."""
@@ -462,5 +678,7 @@ class Learner:
         return steps
 
     def close(self) -> None:
+        self.checkpoints.wait()
+        self.tensorboard.close()
         self.redis.close()
         self.engine.dispose()

@@ -1,4 +1,9 @@
-"""Loading the policy for training: a Hugging Face causal LM with the trie-aware attention installed."""
+"""Building the policy for training: a Hugging Face causal LM with the trie-aware attention installed, optionally
+a LoRA adapter on it (peft), activation checkpointing per decoder layer, and FSDP2 sharding across ranks.
+
+Order matters: attention is installed on the plain model (peft forwards calls to it), LoRA wraps it, activation
+checkpointing is switched on per decoder layer, and ``fully_shard`` comes last (it shards what exists).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from pathlib import Path
 import torch
 
 from services.learner import trie_attention
+from shared.run_config import LoraConfig
 
 
 def load_policy(model_dir: Path, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
@@ -16,3 +22,56 @@ def load_policy(model_dir: Path, dtype: torch.dtype = torch.float32) -> torch.nn
     trie_attention.install(model)
     model.train()
     return model  # type: ignore[no-any-return]
+
+
+def with_lora(model: torch.nn.Module, lora: LoraConfig) -> torch.nn.Module:
+    """``model`` with a fresh LoRA adapter (B = 0, so the policy starts as the base model); only the adapter
+    trains."""
+    from peft import LoraConfig as PeftLoraConfig
+    from peft import get_peft_model
+
+    config = PeftLoraConfig(
+        r=lora.rank,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=list(lora.target_modules),
+        bias="none",
+    )
+    wrapped = get_peft_model(model, config)  # type: ignore[arg-type]
+    wrapped.train()
+    return wrapped  # type: ignore[no-any-return]
+
+
+def build_policy(
+    model_dir: Path,
+    *,
+    lora: LoraConfig | None = None,
+    activation_checkpointing: bool = False,
+    shard: bool = False,
+    bf16: bool = False,
+) -> torch.nn.Module:
+    """The trainable policy; ``shard`` = FSDP2 over the default process group (``distributed.shard_model``)."""
+    model = load_policy(model_dir)
+    if torch.cuda.is_available():
+        model = model.cuda()
+    if activation_checkpointing:
+        model.gradient_checkpointing_enable(  # type: ignore[operator]
+            gradient_checkpointing_kwargs={"use_reentrant": False}
+        )
+    if lora is not None:
+        model = with_lora(model, lora)
+    if shard:
+        from services.learner.distributed import shard_model
+
+        shard_model(model, bf16=bf16)
+    return model
+
+
+def served_dtype(model_dir: Path) -> torch.dtype:
+    """The dtype the inference service serves the model in: its config's (bf16 for real checkpoints, fp32 for the
+    tiny test model). Published weights use it, so they are half the fp32 master's size where it is bf16."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model_dir)
+    dtype = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None) or torch.float32
+    return getattr(torch, dtype) if isinstance(dtype, str) else dtype

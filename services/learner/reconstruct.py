@@ -25,20 +25,23 @@ over data-parallel ranks by token count; a rank computes only its own.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, cast, get_args
 
 import numpy as np
 import torch
 
-from services.learner.trie_attention import FLEX_BLOCK, KV, FlexTrie, TrieContext, pack_block_mask
-from services.learner.types import Chain, IntArray, TrainingBatch
+from services.learner.trie_attention import FLEX_BLOCK, KV, FlexTrie, PackedTrie, TrieContext, pack_block_mask
+from services.learner.types import TrainingBatch
+from shared.run_config import GRPOConfig
+from shared.trajectory import Chain, IntArray
 
-STRATEGIES = ("per_request", "prefix_merging", "trie")
-TRIE_ATTENTION = ("auto", "blocks", "flex")
-"""How ``trie`` attends: per-segment fused blocks (CPU), one FlexAttention call per pack (CUDA), or by device."""
+STRATEGIES: tuple[str, ...] = get_args(GRPOConfig.model_fields["strategy"].annotation)
+TRIE_ATTENTION: tuple[str, ...] = get_args(GRPOConfig.model_fields["trie_attention"].annotation)
+"""How ``trie`` attends: per-segment forwards with fused blocks (CPU, one process), the same blocks inside one
+forward per pack (CPU, sharded), one FlexAttention call per pack (CUDA), or by device and sharding."""
 
 # token_loss(canonical_indices, logprobs) -> scalar loss of those tokens (already weighted for the batch).
 TokenLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -247,6 +250,15 @@ def trie_lower_bound(batch: TrainingBatch) -> int:
     return builder.n_nodes
 
 
+def pack_budget(batch: TrainingBatch, max_pack_tokens: int, world_size: int) -> int:
+    """Trie pack budget for ``world_size`` ranks: at most a 1/N share of the batch's distinct tokens, so there are
+    at least N packs to spread (one big pack would leave every other rank idle). A group that spills over a pack
+    boundary recomputes its shared prefix in the next pack; with whole groups of similar size it does not."""
+    if world_size <= 1:
+        return max_pack_tokens
+    return max(1, min(max_pack_tokens, -(-trie_lower_bound(batch) // world_size)))
+
+
 def plan(batch: TrainingBatch, strategy: str, max_pack_tokens: int = 1 << 20) -> list[Unit]:
     if strategy not in STRATEGIES:
         raise ValueError(
@@ -271,37 +283,39 @@ def assign_units(units: list[Unit], world_size: int) -> list[list[int]]:
 # --- execution -----------------------------------------------------------------------------------------------
 
 
-def _target_logprobs(model: torch.nn.Module, hidden: torch.Tensor, targets: Targets) -> torch.Tensor:
-    """Output head only where a loss token is predicted."""
-    head = model.get_output_embeddings()  # type: ignore[operator]
-    at = torch.from_numpy(targets.predict_at).to(hidden.device)
-    ids = torch.from_numpy(targets.target_ids).to(hidden.device)
-    logits = head(hidden[at])
-    if logits.dtype in (torch.bfloat16, torch.float16):
-        logits = logits.float()
-    return logits.gather(-1, ids[:, None])[:, 0] - torch.logsumexp(logits, dim=-1)
+def _device(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
 
 
-def _decoder(model: torch.nn.Module) -> torch.nn.Module:
-    return model.get_decoder()  # type: ignore[operator, no-any-return]
-
-
-def _hidden(model: torch.nn.Module, ids: IntArray, start: int | IntArray, **kwargs: object) -> torch.Tensor:
-    """Last hidden states of ``ids`` at position ids ``start, start+1, ...`` (or the given array of them)."""
-    device = next(model.parameters()).device
+def _logprobs(
+    model: torch.nn.Module, ids: IntArray, positions: int | IntArray, targets: Targets, **kwargs: object
+) -> torch.Tensor:
+    """Logprobs of ``targets`` from one forward of ``ids`` at position ids ``positions, positions+1, ...`` (or the
+    given array of them). The output head runs only where a loss token is predicted (``logits_to_keep``). The
+    model is called as a whole — never its decoder and head separately — so a sharded model's hooks gather
+    every parameter it uses."""
+    device = _device(model)
     input_ids = torch.from_numpy(ids).to(device)[None]
-    if isinstance(start, np.ndarray):
-        positions = torch.from_numpy(start).to(device)[None]
+    if isinstance(positions, np.ndarray):
+        position_ids = torch.from_numpy(positions).to(device)[None]
     else:
-        positions = torch.arange(start, start + len(ids), device=device)[None]
-    out = _decoder(model)(
+        position_ids = torch.arange(positions, positions + len(ids), device=device)[None]
+    at = torch.from_numpy(targets.predict_at).to(device)
+    out = model(
         input_ids=input_ids,
-        position_ids=positions,
-        attention_mask={"full_attention": None},  # no mask: SDPA runs is_causal, the trie path masks itself
+        position_ids=position_ids,
+        attention_mask={
+            "full_attention": None
+        },  # no mask: SDPA runs is_causal, the trie paths mask themselves
         use_cache=False,
+        logits_to_keep=at,
         **kwargs,
     )
-    return out.last_hidden_state[0]  # type: ignore[no-any-return]
+    logits = out.logits[0]
+    if logits.dtype in (torch.bfloat16, torch.float16):
+        logits = logits.float()
+    target_ids = torch.from_numpy(targets.target_ids).to(device)
+    return logits.gather(-1, target_ids[:, None])[:, 0] - torch.logsumexp(logits, dim=-1)
 
 
 class _Sink:
@@ -322,11 +336,10 @@ def _run_sequence(
     model: torch.nn.Module, seq: Sequence, sink: _Sink, token_loss: TokenLoss | None, amp
 ) -> None:  # type: ignore[no-untyped-def]
     with amp():
-        hidden = _hidden(model, seq.ids, 0)
-        logprobs = _target_logprobs(model, hidden, seq.targets)
+        logprobs = _logprobs(model, seq.ids, 0, seq.targets)
     index = sink.put(seq.targets, logprobs)
-    if token_loss is not None and len(index):
-        token_loss(index, logprobs).backward()
+    if token_loss is not None:  # also without loss tokens: a sharded model's ranks run the same calls
+        (token_loss(index, logprobs) if len(index) else logprobs.sum() * 0.0).backward()
 
 
 def _run_pack(model: torch.nn.Module, pack: TriePack, sink: _Sink, token_loss: TokenLoss | None, amp) -> None:  # type: ignore[no-untyped-def]
@@ -337,7 +350,9 @@ def _run_pack(model: torch.nn.Module, pack: TriePack, sink: _Sink, token_loss: T
         segment = pack.segments[index]
         context = TrieContext(ancestors=ancestors)
         with amp():
-            hidden = _hidden(model, segment.ids, segment.start_depth, trie_context=context)
+            logprobs = _logprobs(
+                model, segment.ids, segment.start_depth, segment.targets, trie_context=context
+            )
         own = [context.own[layer] for layer in range(n_layers)]
         # Descendants see this segment's K/V as leaves; their gradients collect there until our own backward.
         exposed = (
@@ -345,8 +360,6 @@ def _run_pack(model: torch.nn.Module, pack: TriePack, sink: _Sink, token_loss: T
         )
         for child in segment.children:
             run(child, [ancestors[layer] + [exposed[layer]] for layer in range(n_layers)])
-        with amp():
-            logprobs = _target_logprobs(model, hidden, segment.targets)
         canonical = sink.put(segment.targets, logprobs)
         if not training:
             return
@@ -425,24 +438,58 @@ def _run_pack_flex(
         torch.from_numpy(layout.segment_of_token).to(device), torch.from_numpy(layout.subtree_end).to(device)
     )
     with amp():
-        hidden = _hidden(model, layout.ids, layout.positions, trie_context=FlexTrie(mask))
-        logprobs = _target_logprobs(model, hidden, layout.targets)
+        logprobs = _logprobs(model, layout.ids, layout.positions, layout.targets, trie_context=FlexTrie(mask))
     index = sink.put(layout.targets, logprobs)
-    if token_loss is not None and len(index):
-        token_loss(index, logprobs).backward()
+    if token_loss is not None:  # also without loss tokens: a sharded model's ranks run the same calls
+        (token_loss(index, logprobs) if len(index) else logprobs.sum() * 0.0).backward()
 
 
-def resolve_trie_attention(choice: str, device: torch.device) -> str:
+def _run_pack_packed(
+    model: torch.nn.Module, pack: TriePack, sink: _Sink, token_loss: TokenLoss | None, amp
+) -> None:  # type: ignore[no-untyped-def]
+    """A pack as one forward and one backward (``trie_attention.PackedTrie``): the CPU trie path under FSDP2."""
+    layout = PackLayout.of(pack, pack.n_tokens)
+    starts = np.cumsum([0] + [len(s.ids) for s in pack.segments]).tolist()
+    ancestors: list[list[int]] = []
+    for segment in pack.segments:
+        ancestors.append([] if segment.parent is None else [*ancestors[segment.parent], segment.parent])
+    trie = PackedTrie(list(zip(starts[:-1], starts[1:], strict=True)), ancestors)
+    with amp():
+        logprobs = _logprobs(model, layout.ids, layout.positions, layout.targets, trie_context=trie)
+    index = sink.put(layout.targets, logprobs)
+    if token_loss is not None:
+        # Backward also when this pack has no loss token: a sharded model's ranks must run the same calls.
+        (token_loss(index, logprobs) if len(index) else logprobs.sum() * 0.0).backward()
+
+
+def _run_idle(model: torch.nn.Module, training: bool, amp) -> None:  # type: ignore[no-untyped-def]
+    """One token through the whole model with a zero loss: a rank with fewer units than another runs this so
+    that every rank makes the same sequence of sharded-layer calls (all-gathers, reduce-scatters)."""
+    one = Targets(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64))
+    with amp():
+        logprobs = _logprobs(model, np.zeros(1, np.int64), 0, one)
+    if training:
+        (logprobs.sum() * 0.0).backward()
+
+
+def resolve_trie_attention(choice: str, device: torch.device, sharded: bool = False) -> str:
     if choice not in TRIE_ATTENTION:
         raise ValueError(f"unknown trie_attention {choice!r}; choose one of {', '.join(TRIE_ATTENTION)}")
     if choice == "auto":
-        return "flex" if device.type == "cuda" else "blocks"
+        return "flex" if device.type == "cuda" else "packed" if sharded else "blocks"
+    if choice == "blocks" and sharded:
+        raise ValueError(
+            "trie_attention='blocks' runs one forward per segment, a different number on each rank; a sharded "
+            "(FSDP2) model needs 'packed' (CPU) or 'flex' (CUDA)"
+        )
     return choice
 
 
-def iter_owned(units: list[Unit], rank: int, world_size: int) -> Iterator[Unit]:
-    for index in assign_units(units, world_size)[rank]:
-        yield units[index]
+def is_sharded(model: torch.nn.Module) -> bool:
+    """Whether ``model`` is sharded with FSDP2 (``torch.distributed.fsdp.fully_shard``)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)
 
 
 def compute(
@@ -461,14 +508,20 @@ def compute(
     """Forward (and, with ``token_loss``, backward) this rank's share of ``batch`` under ``strategy``.
 
     Requires ``trie_attention.install(model)`` for ``trie``. Without ``token_loss`` it runs under ``no_grad``.
-    ``trie_attention`` picks the trie's attention path (``TRIE_ATTENTION``; ``auto``: flex on CUDA, else blocks).
+    ``trie_attention`` picks the trie's attention path (``TRIE_ATTENTION``; ``auto``: flex on CUDA, else blocks,
+    or packed when the model is sharded). A sharded model's ranks run in lockstep: one forward (and backward) per
+    unit, and a rank with fewer units than the busiest one runs idle units (``_run_idle``) to match it.
     """
     started = time.perf_counter()
     if units is None:
-        units = plan(batch, strategy, max_pack_tokens)
+        budget = pack_budget(batch, max_pack_tokens, world_size) if strategy == "trie" else max_pack_tokens
+        units = plan(batch, strategy, budget)
     plan_s = time.perf_counter() - started
-    device = next(model.parameters()).device
-    run_pack = _run_pack_flex if resolve_trie_attention(trie_attention, device) == "flex" else _run_pack
+    device = _device(model)
+    sharded = is_sharded(model)
+    run_pack = {"flex": _run_pack_flex, "packed": _run_pack_packed, "blocks": _run_pack}[
+        resolve_trie_attention(trie_attention, device, sharded)
+    ]
     sink = _Sink(batch.n_loss_tokens, device)
 
     def amp():  # type: ignore[no-untyped-def]
@@ -476,12 +529,17 @@ def compute(
 
     tokens = 0
     count = 0
+    owned = assign_units(units, world_size)
     with torch.no_grad() if token_loss is None else nullcontext():
-        for unit in iter_owned(units, rank, world_size):
+        for index in owned[rank]:
+            unit = units[index]
             if isinstance(unit, TriePack):
                 run_pack(model, unit, sink, token_loss, amp)
             else:
                 _run_sequence(model, unit, sink, token_loss, amp)
             tokens += unit.n_tokens
             count += 1
+        if sharded:
+            for _ in range(max(len(o) for o in owned) - len(owned[rank])):
+                _run_idle(model, token_loss is not None, amp)
     return StrategyOutput(sink.logprobs, sink.computed, tokens, count, plan_s)

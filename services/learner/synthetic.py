@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from services.learner.types import Chain, Rollout, TrainingBatch, TrainingCall
+from services.learner.types import Rollout, TrainingBatch
+from shared.trajectory import Chain, Segment
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ def harness_batch(shape: WorkloadShape, seed: int = 0, base_version: int = 0) ->
         prefix = _ids(rng, shape.prefix_tokens, shape.vocab_size)
         for i in range(shape.group_size):
             rollout_id = f"{group_id}r{i}"
-            calls: list[TrainingCall] = []
+            calls: list[Segment] = []
             pending_close = False
             for turn in range(shape.turns):
                 if turn == 0:
@@ -60,12 +61,11 @@ def harness_batch(shape: WorkloadShape, seed: int = 0, base_version: int = 0) ->
                 pending_close = truncated
                 version = base_version + (turn * shape.versions) // max(shape.turns, 1)
                 calls.append(
-                    TrainingCall(
+                    Segment(
                         suffix_ids=suffix,
                         sampled_ids=_ids(rng, shape.completion_tokens, shape.vocab_size),
                         sampled_logprobs=_logprobs(rng, shape.completion_tokens),
                         policy_version=version,
-                        finish_reason="length" if truncated else "stop",
                     )
                 )
             chains = [Chain(f"{rollout_id}c0", rollout_id, group_id, tuple(calls))]
@@ -74,7 +74,7 @@ def harness_batch(shape: WorkloadShape, seed: int = 0, base_version: int = 0) ->
                 kept = calls[0]
                 restart = np.concatenate([kept.suffix_ids, kept.sampled_ids, _ids(rng, 40, shape.vocab_size)])
                 fork_calls = (
-                    TrainingCall(
+                    Segment(
                         suffix_ids=restart,
                         sampled_ids=_ids(rng, shape.completion_tokens, shape.vocab_size),
                         sampled_logprobs=_logprobs(rng, shape.completion_tokens),

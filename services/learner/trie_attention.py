@@ -48,6 +48,20 @@ class TrieContext:
 
 
 @dataclass
+class PackedTrie:
+    """A whole trie pack forwarded as one sequence on CPU: each segment's token range and its ancestors.
+
+    The attention is the per-segment block computation of ``MergedBlockAttention`` done inside one layer call
+    (``PackedBlockAttention``), so a pack is one forward and one backward of the model — what sharded training
+    needs (every rank must run the same sequence of layer calls) — instead of one forward per segment."""
+
+    ranges: list[tuple[int, int]]
+    """Segment -> its ``[start, end)`` in the pack (pre-order, contiguous)."""
+    ancestors: list[list[int]]
+    """Segment -> its ancestor segments, root first."""
+
+
+@dataclass
 class FlexTrie:
     """A whole trie pack forwarded as one sequence: the block-sparse ancestor mask for every layer."""
 
@@ -132,6 +146,76 @@ def _expand_kv(kv: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return kv.repeat_interleave(q.shape[1] // kv.shape[1], dim=1)
 
 
+def _merge(outs: list[torch.Tensor], lses: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact softmax attention over the union of key blocks from each block's output and log-sum-exp."""
+    lse_total = torch.logsumexp(torch.stack(lses), dim=0)
+    merged = sum(torch.exp(lse - lse_total).unsqueeze(-1) * out for out, lse in zip(outs, lses, strict=True))
+    return merged, lse_total  # type: ignore[return-value]
+
+
+def _block_forward(q: torch.Tensor, blocks: list[tuple[torch.Tensor, torch.Tensor, bool]], scale: float):  # type: ignore[no-untyped-def]
+    accumulate = torch.float64 if q.dtype == torch.float64 else torch.float32
+    outs, lses = [], []
+    for k, v, is_causal in blocks:
+        out, lse = _flash_forward(q, k, v, is_causal, scale)
+        outs.append(out.to(accumulate))
+        lses.append(lse.to(accumulate))
+    merged, lse_total = _merge(outs, lses)
+    return merged.to(q.dtype), lse_total
+
+
+def _block_backward(grad_out, q, k, v, merged, lse_total, is_causal: bool, scale: float):  # type: ignore[no-untyped-def]
+    """Gradients of one key block given the *merged* output and log-sum-exp (exact; see the module doc)."""
+    if q.device.type == "cpu":
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+            grad_out, q, k, v, merged, lse_total, 0.0, is_causal, scale=scale
+        )
+    return _reference_block_backward(grad_out, q, k, v, merged, lse_total, is_causal, scale)
+
+
+class PackedBlockAttention(torch.autograd.Function):
+    """``MergedBlockAttention`` for every segment of a packed trie in one autograd node: the segments' queries
+    are slices of ``q``, their ancestors' keys/values slices of ``k``/``v`` (views, never copies); the backward
+    accumulates each block's gradients into the slices it came from."""
+
+    @staticmethod
+    def forward(ctx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, trie: PackedTrie):  # type: ignore[no-untyped-def, override]
+        out = torch.empty_like(q)
+        lse = torch.empty(q.shape[:-1], dtype=torch.float64 if q.dtype == torch.float64 else torch.float32)
+        for segment, (a, b) in enumerate(trie.ranges):
+            spans = [trie.ranges[p] for p in trie.ancestors[segment]] + [(a, b)]
+            blocks = [(k[:, :, c:d], v[:, :, c:d], i == len(spans) - 1) for i, (c, d) in enumerate(spans)]
+            out[:, :, a:b], lse[:, :, a:b] = _block_forward(q[:, :, a:b], blocks, scale)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.scale = scale
+        ctx.trie = trie
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor):  # type: ignore[no-untyped-def, override]
+        q, k, v, out, lse = ctx.saved_tensors
+        trie: PackedTrie = ctx.trie
+        grad_out = grad_out.to(q.dtype).contiguous()
+        grad_q, grad_k, grad_v = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        for segment, (a, b) in enumerate(trie.ranges):
+            spans = [trie.ranges[p] for p in trie.ancestors[segment]] + [(a, b)]
+            for i, (c, d) in enumerate(spans):
+                gq, gk, gv = _block_backward(
+                    grad_out[:, :, a:b],
+                    q[:, :, a:b],
+                    k[:, :, c:d],
+                    v[:, :, c:d],
+                    out[:, :, a:b],
+                    lse[:, :, a:b],
+                    i == len(spans) - 1,
+                    ctx.scale,
+                )
+                grad_q[:, :, a:b] += gq
+                grad_k[:, :, c:d] += gk
+                grad_v[:, :, c:d] += gv
+        return grad_q, grad_k, grad_v, None, None
+
+
 class MergedBlockAttention(torch.autograd.Function):
     """softmax(q K^T) V over the concatenation of key/value blocks, computed block by block (see module doc)."""
 
@@ -139,17 +223,8 @@ class MergedBlockAttention(torch.autograd.Function):
     def forward(
         ctx, q: torch.Tensor, scale: float, causal: tuple[bool, ...], *kv: torch.Tensor
     ) -> torch.Tensor:  # type: ignore[override]
-        accumulate = torch.float64 if q.dtype == torch.float64 else torch.float32
-        outs, lses = [], []
-        for i, is_causal in enumerate(causal):
-            out, lse = _flash_forward(q, kv[2 * i], kv[2 * i + 1], is_causal, scale)
-            outs.append(out.to(accumulate))
-            lses.append(lse.to(accumulate))
-        lse_total = torch.logsumexp(torch.stack(lses), dim=0)
-        merged = sum(
-            torch.exp(lse - lse_total).unsqueeze(-1) * out for out, lse in zip(outs, lses, strict=True)
-        )
-        merged = merged.to(q.dtype)  # type: ignore[union-attr]
+        blocks = [(kv[2 * i], kv[2 * i + 1], is_causal) for i, is_causal in enumerate(causal)]
+        merged, lse_total = _block_forward(q, blocks, scale)
         ctx.save_for_backward(q, merged, lse_total, *kv)
         ctx.scale = scale
         ctx.causal = causal
@@ -163,14 +238,7 @@ class MergedBlockAttention(torch.autograd.Function):
         grad_kv: list[torch.Tensor] = []
         for i, is_causal in enumerate(ctx.causal):
             k, v = kv[2 * i], kv[2 * i + 1]
-            if q.device.type == "cpu":
-                gq, gk, gv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
-                    grad_out, q, k, v, merged, lse_total, 0.0, is_causal, scale=ctx.scale
-                )
-            else:
-                gq, gk, gv = _reference_block_backward(
-                    grad_out, q, k, v, merged, lse_total, is_causal, ctx.scale
-                )
+            gq, gk, gv = _block_backward(grad_out, q, k, v, merged, lse_total, is_causal, ctx.scale)
             grad_q += gq
             grad_kv += [gk, gv]
         return (grad_q, None, None, *grad_kv)
@@ -206,7 +274,7 @@ def trie_attention_forward(
     dropout: float = 0.0,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
-    context: TrieContext | FlexTrie | None = kwargs.pop("trie_context", None)
+    context: TrieContext | PackedTrie | FlexTrie | None = kwargs.pop("trie_context", None)
     if context is None:
         out, weights = sdpa_attention_forward(
             module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
@@ -220,6 +288,11 @@ def trie_attention_forward(
     scale = float(scaling if scaling is not None else query.shape[-1] ** -0.5)
     if isinstance(context, FlexTrie):
         out = _flex_attention(query, key, value, context.block_mask, scale)
+        return out.transpose(1, 2).contiguous(), None
+    if isinstance(context, PackedTrie):
+        out = PackedBlockAttention.apply(
+            query.contiguous(), key.contiguous(), value.contiguous(), scale, context
+        )
         return out.transpose(1, 2).contiguous(), None
     context.own[layer] = (key, value)
     blocks = [*context.ancestors[layer], (key, value)]

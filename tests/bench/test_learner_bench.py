@@ -48,3 +48,22 @@ def test_bench_learner_quick_json() -> None:
     for ratio in model["ratios"].values():
         assert ratio["flops"] > 1 and ratio["time"] > 0
     assert 0 < model["load_and_pack_share_of_step"] < 1
+
+
+def test_bench_learner_two_ranks_shards_the_state() -> None:
+    """``--ranks 2``: FSDP2 holds half of the replicated parameter + gradient + optimizer bytes per rank."""
+    done = subprocess.run(
+        [sys.executable, "-m", "services.cli.main", "bench", "learner", "--ranks", "2", "--quick", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**__import__("os").environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (result,) = json.loads(done.stdout)
+    assert result["model"] == "wide" and result["ranks"] == 2
+    summary = result["summary"]
+    assert summary["replicate"]["state_share_of_replicated"] == 1.0
+    for layout in ("fsdp", "fsdp+ac"):
+        assert 0.45 <= summary[layout]["state_share_of_replicated"] <= 0.6
+        assert summary[layout]["in_step_share_of_replicated"] > summary[layout]["state_share_of_replicated"]

@@ -18,9 +18,9 @@ from sqlalchemy import select
 
 from services.learner.loop import Learner
 from shared.db import session_scope
-from shared.events import get_policy_version
 from shared.inference_client import InferenceClient
 from shared.models import Weight
+from shared.pool import get_policy_version
 from tests.e2e.test_inference_server import PROMPT, max_abs_diff, recompute_logprobs
 from tests.e2e.test_inference_swap import model_copy_with, updater  # noqa: F401  (fixture reused)
 

@@ -85,6 +85,32 @@ def test_step_trains_publishes_and_sets_aside_bad_groups(  # type: ignore[no-unt
     }
 
 
+def test_a_group_with_an_infrastructure_failure_is_set_aside_never_scored(  # type: ignore[no-untyped-def]
+    settings, db, learner_run
+) -> None:
+    """Three rewarded rollouts would still make a GRPO baseline, but what the group scored partly measures the
+    infrastructure: the whole group is set aside with the reason, and nothing of it is trained."""
+    run = learner_run(groups_per_step=2)
+    good = run.add_group([1.0, 0.0, 0.5, 0.0], seed=1)
+    broken = run.add_group([1.0, 0.0, 0.0, 0.0], seed=2, corrupt="infrastructure")
+    learner = Learner(settings, run.run_id, consumer="c1")
+    try:
+        report = learner.step_once(wait_s=5)
+    finally:
+        learner.close()
+    assert report is not None
+    with session_scope(db) as session:
+        step = session.scalars(select(Step).where(Step.run_id == run.run_id)).one()
+        assert (step.groups_trained, step.groups_set_aside) == (1, 1)
+        [aside] = step.metrics["set_aside"]
+        assert (
+            aside["group_id"] == broken and "infrastructure_error (inference_unavailable)" in aside["reason"]
+        )
+        group = session.get(Group, broken)
+        assert group.status == "failed" and "infrastructure_error" in (group.error or "")
+        assert session.get(Group, good).status == "consumed"
+
+
 def test_stale_groups_are_dropped_and_redelivered_groups_not_retrained(  # type: ignore[no-untyped-def]
     settings, db, redis_client, learner_run
 ) -> None:
@@ -217,3 +243,74 @@ def test_learner_exits_when_its_run_is_over(settings, db, learner_run) -> None: 
     finally:
         learner.close()
     assert steps == 0 and time.monotonic() - started < 30
+
+
+@pytest.mark.slow
+def test_killed_between_checkpoints_replays_without_loss_or_double_counting(  # type: ignore[no-untyped-def]
+    settings, settings_env, db, store, learner_run
+) -> None:
+    """Checkpoints every 2 steps (keep 1); the learner is SIGKILLed after step 3 (checkpoint 2 is the newest) and
+    restarted: it replays step 3 from its recorded groups, then trains steps 4-5. Every group is trained exactly
+    once, versions are 1..5 with no repeat, and every version's weights equal an uninterrupted learner's."""
+    from services.learner.checkpoint import complete_steps
+
+    rewards = [
+        [1.0, 0.0, 0.5, 0.0],
+        [0.0, 1.0, 0.0, 0.2],
+        [0.3, 0.0, 1.0, 0.0],
+        [0.0, 0.0, 1.0, 1.0],
+        [1, 0, 0, 1],
+    ]
+    cadence = {"checkpoint_every": 2, "keep_checkpoints": 1}
+    reference = learner_run(groups_per_step=1, **cadence)
+    for i, r in enumerate(rewards):  # group i is sampled by version i (on-policy)
+        reference.add_group(r, seed=30 + i, policy_version=i)
+    learner = Learner(settings, reference.run_id, consumer="c1")
+    try:
+        for _ in rewards:
+            assert learner.step_once(wait_s=5) is not None
+    finally:
+        learner.close()
+
+    resumed = learner_run(groups_per_step=1, **cadence)
+    groups = [resumed.add_group(r, seed=30 + i, policy_version=i) for i, r in enumerate(rewards[:3])]
+    command = [sys.executable, "-m", "services.cli.main", "serve", "learner", "--run", resumed.run_id]
+    proc = subprocess.Popen(
+        command, env=settings_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    try:
+        _wait_for_step(db, resumed.run_id, 3, proc)
+        deadline = time.monotonic() + 60
+        while 2 not in complete_steps(store, resumed.run_id) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert complete_steps(store, resumed.run_id) == {2: 1}  # step 3 is between checkpoints
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    groups += [resumed.add_group(r, seed=33 + i, policy_version=3 + i) for i, r in enumerate(rewards[3:])]
+    restart = subprocess.run(
+        [*command, "--max-steps", "2", "--idle-exit-s", "60"],
+        env=settings_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert restart.returncode == 0, restart.stdout + restart.stderr
+    assert "from checkpoint 2, replayed steps 3..3" in restart.stdout
+    assert "weights match version 3: True" in restart.stdout
+    assert "step 4 version 4" in restart.stdout and "step 5 version 5" in restart.stdout
+    with session_scope(db) as session:
+        steps = session.scalars(select(Step).where(Step.run_id == resumed.run_id).order_by(Step.step)).all()
+        versions = session.scalars(
+            select(Weight.version).where(Weight.run_id == resumed.run_id).order_by(Weight.id)
+        ).all()
+    assert [s.step for s in steps] == [1, 2, 3, 4, 5]
+    assert versions == [1, 2, 3, 4, 5]  # strictly increasing, none published twice
+    trained = [g for s in steps for g in s.metrics["trained_group_ids"]]
+    assert sorted(trained) == sorted(groups) and len(set(trained)) == len(trained)
+    for version in range(1, 6):
+        assert _weights_sha(db, resumed.run_id, version) == _weights_sha(db, reference.run_id, version)
+    # Checkpoints every 2 steps, only the newest kept: step 4's.
+    assert complete_steps(store, resumed.run_id) == {4: 1}

@@ -9,13 +9,14 @@ import pytest
 import torch
 
 from services.learner import grpo
-from services.learner.types import Chain, Rollout, TrainingBatch, TrainingCall
+from services.learner.types import Rollout, TrainingBatch
+from shared.trajectory import Chain, Segment
 
 pytestmark = pytest.mark.unit
 
 
 def _rollout(rid: str, group: str, reward: float, n_sampled: int, behavior: float = -1.0) -> Rollout:
-    call = TrainingCall(
+    call = Segment(
         suffix_ids=np.arange(4, dtype=np.int64),
         sampled_ids=np.arange(10, 10 + n_sampled, dtype=np.int64),
         sampled_logprobs=np.full(n_sampled, behavior, np.float32),
@@ -105,13 +106,13 @@ def test_kl_to_reference_is_zero_at_the_reference_and_pulls_back() -> None:
 
 
 def test_config_refuses_unknown_and_bad_settings() -> None:
-    with pytest.raises(ValueError, match="unknown GRPO setting"):
-        grpo.GRPOConfig.from_dict({"learning_rat": 1e-3})
+    with pytest.raises(ValueError, match="learning_rat\n.*Extra inputs are not permitted"):
+        grpo.GRPOConfig.model_validate({"learning_rat": 1e-3})
     with pytest.raises(ValueError, match="aggregation"):
-        grpo.GRPOConfig.from_dict({"aggregation": "rollout"})
+        grpo.GRPOConfig.model_validate({"aggregation": "rollout"})
     with pytest.raises(ValueError, match="strategy"):
-        grpo.GRPOConfig.from_dict({"strategy": "dense"})
-    assert grpo.GRPOConfig.from_dict({"learning_rate": 0.01}).learning_rate == 0.01
+        grpo.GRPOConfig.model_validate({"strategy": "dense"})
+    assert grpo.GRPOConfig.model_validate({"learning_rate": 0.01}).learning_rate == 0.01
 
 
 # --- learning a toy reward -----------------------------------------------------------------------------------
@@ -157,7 +158,7 @@ def test_mean_reward_rises_on_a_toy_reward(tiny_policy) -> None:  # type: ignore
             model.train()
             for i in range(8):
                 reward = float(np.isin(sampled[i], TARGET).mean())
-                call = TrainingCall(
+                call = Segment(
                     prompt.numpy().astype(np.int64), sampled[i].astype(np.int64), logprobs[i], step
                 )
                 rid = f"s{step}g{g}r{i}"

@@ -1,4 +1,5 @@
-"""Checkpoints restore model, optimizer and RNGs so the next step is bit-identical; weights blobs are servable."""
+"""Checkpoints restore model, optimizer and RNGs so the next step is bit-identical; old ones are pruned; weights
+blobs are servable."""
 
 from __future__ import annotations
 
@@ -63,3 +64,34 @@ def test_weights_blob_matches_the_model_directory(tiny_policy, tiny_model_dir_ti
             assert tensors.keys() == load((directory / "model.safetensors").read_bytes()).keys()
         for name, tensor in tensors.items():
             assert torch.equal(tensor, expected[name]), name
+
+
+def test_writer_keeps_the_newest_and_complete_means_every_rank(tiny_policy, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from services.learner.checkpoint import CheckpointWriter, complete_steps, newest_checkpoint, snapshot
+
+    store = LocalObjectStore(tmp_path)
+    model = tiny_policy()
+    optimizer = grpo.make_optimizer(model, grpo.GRPOConfig())
+    writer = CheckpointWriter(store, "run1", rank=0, world_size=1, keep=2)
+    for step in (2, 4, 6):
+        writer.write(step, snapshot(model, optimizer, LearnerState(step=step, policy_version=step)))
+    writer.wait()
+    assert writer.error is None and writer.last_write_s is not None
+    assert complete_steps(store, "run1") == {4: 1, 6: 1}
+    assert newest_checkpoint(store, "run1", at_most=5, world_size=1) == 4  # never past the committed step
+    assert newest_checkpoint(store, "run1", at_most=3, world_size=1) == 0  # none: replay from the base model
+    # A checkpoint one rank of two wrote is incomplete; one written by another world size is a clear error.
+    store.put_bytes("checkpoints/run1/00000008/rank-0-of-2.pt", b"x")
+    assert 8 not in complete_steps(store, "run1")
+    store.put_bytes("checkpoints/run1/00000008/rank-1-of-2.pt", b"x")
+    with pytest.raises(ValueError, match="written by 2 rank"):
+        newest_checkpoint(store, "run1", at_most=9, world_size=1)
+
+
+def test_adapter_names_carry_their_version() -> None:
+    from shared.adapters import adapter_config_key, adapter_key, adapter_name, adapter_version, is_adapter_key
+
+    assert adapter_version(adapter_name("run_a-v2", 7)) == 7
+    assert adapter_version("policy") is None
+    key = adapter_key("run_a", 3)
+    assert is_adapter_key(key) and adapter_config_key(key) == "adapters/run_a/3/adapter_config.json"

@@ -47,10 +47,34 @@ def test_strategies_agree_on_loss_and_gradients(tiny_policy, small_batch, dtype,
     assert float(results["trie"][0].logprobs.std()) > 0.1
 
 
+def test_packed_trie_agrees_with_per_request(tiny_policy, small_batch) -> None:  # type: ignore[no-untyped-def]
+    """The sharded CPU path (one forward per pack, blocks inside the attention) computes the same numbers."""
+    model = tiny_policy(torch.float64)
+    reference = _gradients(model, small_batch, "per_request")
+    _assert_same(reference, _gradients(model, small_batch, "trie", trie_attention="packed"), 2e-7)
+    _assert_same(
+        reference, _gradients(model, small_batch, "trie", trie_attention="packed", max_pack_tokens=200), 2e-7
+    )
+
+
+@pytest.mark.parametrize("attention", ["blocks", "packed"])
+def test_activation_checkpointing_gives_the_same_gradients(tiny_policy, small_batch, attention) -> None:  # type: ignore[no-untyped-def]
+    plain = tiny_policy(torch.float64)
+    reference = _gradients(plain, small_batch, "trie", trie_attention=attention)
+    checkpointed = tiny_policy(torch.float64)
+    checkpointed.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    _assert_same(reference, _gradients(checkpointed, small_batch, "trie", trie_attention=attention), 1e-9)
+
+
 def test_batch_has_the_hard_cases(small_batch) -> None:  # type: ignore[no-untyped-def]
     versions = {int(v) for chain in small_batch.chains for v in chain.policy_versions}
     assert len(versions) == 2
-    assert any(call.finish_reason == "length" for c in small_batch.chains for call in c.calls)
+    close = list(
+        WorkloadShape.close_ids
+    )  # a turn cut by max_tokens: the next suffix opens with the closing ids
+    assert any(
+        call.suffix_ids[: len(close)].tolist() == close for c in small_batch.chains for call in c.calls[1:]
+    )
     assert len(small_batch.chains) > len(small_batch.rollouts)  # forks
     groups = {r.group_id for r in small_batch.rollouts}
     assert len(groups) == 2
@@ -115,7 +139,8 @@ def test_chain_that_is_a_prefix_of_another() -> None:
     first = batch.rollouts[0].chains[0]
     from dataclasses import replace
 
-    from services.learner.types import Chain, Rollout
+    from services.learner.types import Rollout
+    from shared.trajectory import Chain
 
     # A retry that stopped earlier: the same first call only. Its tokens are fully inside the other chain.
     retry = Chain("retry", first.rollout_id, first.group_id, first.calls[:1])
@@ -194,8 +219,10 @@ def test_flex_refuses_to_train_on_cpu(tiny_policy, small_batch) -> None:  # type
     objective = grpo.TokenObjective(batch, config, torch.device("cpu"))
     with pytest.raises(RuntimeError, match="no CPU backward"):
         reconstruct.compute(model, batch, "trie", objective, trie_attention="flex")
-    with pytest.raises(ValueError, match="trie_attention must be one of"):
-        grpo.GRPOConfig.from_dict({"trie_attention": "dense"})
+    with pytest.raises(
+        ValueError, match="trie_attention\n  Input should be 'auto', 'blocks', 'packed' or 'flex'"
+    ):
+        grpo.GRPOConfig.model_validate({"trie_attention": "dense"})
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the FlexAttention backward needs CUDA")
@@ -213,3 +240,16 @@ def test_flex_gradients_match_on_cuda(tiny_policy, small_batch) -> None:  # type
     assert torch.allclose(ref_lp, lp, rtol=1e-4, atol=1e-4)
     for name, grad in ref_grads.items():
         assert float((grad - grads[name]).abs().max()) <= 1e-3 * float(grad.abs().max()), name
+
+
+def test_trie_packs_are_split_for_several_ranks(small_batch) -> None:  # type: ignore[no-untyped-def]
+    """One pack per batch would leave all ranks but one idle: with N ranks a pack holds at most 1/N of the
+    batch's distinct tokens, and the two groups (one shared prefix each) land on different ranks whole."""
+    whole = reconstruct.trie_lower_bound(small_batch)
+    assert reconstruct.pack_budget(small_batch, 1 << 20, 1) == 1 << 20
+    budget = reconstruct.pack_budget(small_batch, 1 << 20, 2)
+    packs = reconstruct.plan(small_batch, "trie", budget)
+    assert len(packs) >= 2 and all(p.n_tokens <= budget for p in packs)
+    owned = reconstruct.assign_units(packs, 2)
+    loads = [sum(packs[i].n_tokens for i in o) for o in owned]
+    assert min(loads) > 0.3 * whole
