@@ -1,18 +1,33 @@
 #!/usr/bin/env bash
-# Install the four coding-agent CLIs at pinned versions into a prefix outside /root, so that the
+# Install the five coding-agent CLIs at pinned versions into a prefix outside /root, so that the
 # sandboxed (unprivileged) uids can execute them. Idempotent: a package already present at the
 # pinned version is skipped, so a second run takes well under a second.
 #
 # Usage: scripts/install-harnesses.sh [PREFIX]   (default: $HARNESSRL_NPM_PREFIX or /opt/harnessrl/npm)
+#        scripts/install-harnesses.sh --list     (print "harness binary package version", one pin a line)
+#
+# The pins below are the one list of harness CLI versions: scripts/check-harness-versions.sh reads it with
+# --list, and a pin is bumped only after that check passes for the new version (docs/harness-versions.md).
 set -euo pipefail
 
-PREFIX="${1:-${HARNESSRL_NPM_PREFIX:-/opt/harnessrl/npm}}"
-PACKAGES=(
-  "@openai/codex@0.171.0"
-  "@anthropic-ai/claude-code@2.1.197"
-  "@qwen-code/qwen-code@0.15.10"
-  "@mariozechner/pi-coding-agent@0.73.1"
+# harness name (as in run configs)   binary   npm package   pinned version
+PINS=(
+  "codex        codex   @openai/codex                  0.171.0"
+  "claude-code  claude  @anthropic-ai/claude-code      2.1.332"
+  "qwen-code    qwen    @qwen-code/qwen-code           0.24.4"
+  "pi           pi      @mariozechner/pi-coding-agent  0.73.1"
+  "gemini       gemini  @google/gemini-cli             0.61.0"
 )
+
+if [[ "${1:-}" == "--list" ]]; then
+  for pin in "${PINS[@]}"; do
+    read -r harness bin package version <<<"$pin"
+    echo "$harness $bin $package $version"
+  done
+  exit 0
+fi
+
+PREFIX="${1:-${HARNESSRL_NPM_PREFIX:-/opt/harnessrl/npm}}"
 
 installed_version() {
   # Prints the version of an installed package, or nothing when it is absent.
@@ -21,11 +36,12 @@ installed_version() {
 }
 
 missing=()
-for spec in "${PACKAGES[@]}"; do
-  name="${spec%@*}"
-  version="${spec##*@}"
-  if [[ "$(installed_version "$name")" != "$version" ]]; then
-    missing+=("$spec")
+bins=()
+for pin in "${PINS[@]}"; do
+  read -r _harness bin package version <<<"$pin"
+  bins+=("$bin")
+  if [[ "$(installed_version "$package")" != "$version" ]]; then
+    missing+=("$package@$version")
   fi
 done
 
@@ -46,7 +62,7 @@ fi
 
 # World-readable and executable so the sandbox uids can run the CLIs.
 chmod -R a+rX "$PREFIX"
-for bin in codex claude qwen pi; do
+for bin in "${bins[@]}"; do
   [[ -x "$PREFIX/bin/$bin" ]] || { echo "install-harnesses: $PREFIX/bin/$bin missing" >&2; exit 1; }
 done
 echo "harness CLIs installed in $PREFIX/bin"

@@ -11,8 +11,9 @@ a reward function named by ``reward_fn`` maps them to a number.
 ``grade_rollout`` is the database part, idempotent by rollout id: the ``rewards`` row is inserted with
 ``ON CONFLICT (rollout_id) DO NOTHING`` in the same transaction that marks the rollout ``graded``, so a
 redelivered grading message never writes a second reward; then group completion is checked
-(``group_completion.py``). A grading that keeps crashing its worker is given up after ``max_attempts`` with a
-zero reward and outcome ``grading_failed``, so its group can still complete.
+(``group_completion.py``). A grading that fails for an infrastructure reason (or keeps crashing its worker) is
+retried and then given up after ``max_attempts``: no reward, the rollout ``failed`` with outcome
+``infrastructure_error``, so its group still completes and is set aside (``shared/statuses.py``).
 """
 
 from __future__ import annotations
@@ -39,9 +40,12 @@ from shared.metrics import GRADING_SECONDS, GROUPS_COMPLETED, ROLLOUTS
 from shared.models import Reward, Rollout, Run
 from shared.models import Task as TaskRow
 from shared.objectstore import ObjectNotFound, ObjectStore
+from shared.run_config import RunConfigError, read_run_config
 from shared.sandbox import Sandbox, SandboxError
 from shared.scratch import scratch_prefix
+from shared.statuses import Outcome, RolloutStatus, graded_outcome
 from shared.tasks import JUNIT_PLACEHOLDER, GitError, Task, TaskRepoError, materialize, run_git
+from shared.trajectory import grading_log_key
 
 log = logging.getLogger(__name__)
 
@@ -287,14 +291,15 @@ class GradeOutcome:
     group_entry_id: str | None
 
 
-def logs_key(run_id: str, rollout_id: str) -> str:
-    return f"logs/{run_id}/{rollout_id}/grading.log"
+class GradingRetry(RuntimeError):
+    """Grading failed for an infrastructure reason and attempts are left: the Celery task retries later."""
 
 
 def _record_reward(
     db: sessionmaker[Session], rollout: Rollout, report: GradeReport, logs: str | None
 ) -> bool:
-    """Insert the reward and mark the rollout graded in one transaction; False if a reward already existed."""
+    """Insert the reward and mark the rollout graded in one transaction; False if a reward already existed.
+    The outcome becomes resolved/unresolved unless the runner already named it (harness_error, limit)."""
     with session_scope(db) as session:
         inserted = session.execute(
             insert(Reward)
@@ -313,9 +318,26 @@ def _record_reward(
         ).first()
         row = session.get(Rollout, rollout.id, with_for_update=True)
         assert row is not None
-        row.status = "graded"
+        row.status = RolloutStatus.GRADED
+        if row.outcome is None:
+            row.outcome = graded_outcome(report.resolved)
         row.meta = {**row.meta, "grading_isolation": report.isolation}
         return inserted is not None
+
+
+def _record_infrastructure_failure(
+    db: sessionmaker[Session], rollout: Rollout, reason: str, error: str, logs: str
+) -> None:
+    """No reward: the rollout ends failed with an infrastructure outcome, and its group will be set aside."""
+    with session_scope(db) as session:
+        row = session.get(Rollout, rollout.id, with_for_update=True)
+        assert row is not None
+        if row.status not in (RolloutStatus.FINISHED, RolloutStatus.GRADING):
+            return
+        row.status = RolloutStatus.FAILED
+        row.outcome, row.outcome_reason = Outcome.INFRASTRUCTURE_ERROR, reason
+        row.error = f"grading failed: {error}"
+        row.meta = {**row.meta, "grading_logs_key": logs}
 
 
 def grade_rollout(
@@ -328,25 +350,34 @@ def grade_rollout(
     timeout_s: float,
     max_attempts: int = 3,
 ) -> GradeOutcome:
-    """Grade one rollout at most once, then complete its group if this was its last rollout."""
+    """Grade one rollout at most once, then complete its group if this was its last rollout.
+
+    A grading that fails for a reason that is not the patch's (the repository cannot be fetched, the sandbox or
+    git fails, the worker keeps crashing, an unknown reward function) is never a reward: while attempts are left
+    it raises ``GradingRetry`` (the task retries), then the rollout ends ``failed`` with outcome
+    ``infrastructure_error`` and its group is set aside by the learner.
+    """
     with session_scope(db) as session:
         rollout = session.get(Rollout, rollout_id, with_for_update=True)
         if rollout is None:
             raise LookupError(f"no rollout {rollout_id}")
         already = session.scalar(select(Reward.reward).where(Reward.rollout_id == rollout_id))
-        gradable = rollout.status in ("finished", "grading")
+        gradable = rollout.status in (RolloutStatus.FINISHED, RolloutStatus.GRADING)
         if already is None and gradable:
             attempts = int(rollout.meta.get("grade_attempts", 0)) + 1
             rollout.meta = {**rollout.meta, "grade_attempts": attempts}
-            rollout.status = "grading"
+            rollout.status = RolloutStatus.GRADING
         task_row = session.get(TaskRow, rollout.task_id)
         assert task_row is not None
         task = Task.model_validate(task_row.spec)
         run = session.get(Run, rollout.run_id)
-        # The run's choice (runs.config["reward_fn"]), unless this rollout names its own.
-        reward_fn = str(
-            rollout.meta.get("reward_fn") or (run.config if run else {}).get("reward_fn") or "resolved"
-        )
+        assert run is not None  # foreign key
+        # The run's choice (RunConfig.reward_fn), unless this rollout names its own.
+        config_error = None
+        try:
+            reward_fn = str(rollout.meta.get("reward_fn") or read_run_config(run).reward_fn)
+        except RunConfigError as exc:
+            reward_fn, config_error = "", str(exc)
         session.expunge(rollout)
 
     if already is not None or not gradable:
@@ -356,14 +387,17 @@ def grade_rollout(
         action = "already_graded" if already is not None else "not_gradable"
         return GradeOutcome(rollout_id, action, already, entry)
 
-    if reward_fn not in REWARD_FUNCTIONS:
-        report = GradeReport(0.0, False, reward_fn, "grading_failed", {}, sandbox.isolation, 0.0,
-                             [f"unknown reward function {reward_fn!r}; known: {sorted(REWARD_FUNCTIONS)}"])  # fmt: skip
-        action = "gave_up"
+    key = grading_log_key(rollout.run_id, rollout_id)
+    failure: tuple[str, str] | None = None  # (reason, message) of an infrastructure failure
+    if config_error is not None:
+        failure = ("invalid_run_config", config_error)
+    elif reward_fn not in REWARD_FUNCTIONS:
+        failure = (
+            "unknown_reward_fn",
+            f"unknown reward function {reward_fn!r}; known: {sorted(REWARD_FUNCTIONS)}",
+        )
     elif attempts > max_attempts:
-        report = GradeReport(0.0, False, reward_fn, "grading_failed", {}, sandbox.isolation, 0.0,
-                             [f"grading crashed {attempts - 1} times; giving up"])  # fmt: skip
-        action = "gave_up"
+        failure = ("grading_crashed", f"grading crashed {attempts - 1} times; giving up")
     else:
         patch = b""
         if rollout.patch_key:
@@ -378,24 +412,20 @@ def grade_rollout(
                 task, patch, sandbox=sandbox, store=store, reward_fn=reward_fn, timeout_s=timeout_s
             )
         except TaskRepoError as exc:
-            report = GradeReport(
-                0.0, False, reward_fn, "repo_unavailable", {}, sandbox.isolation, 0.0, [str(exc)]
-            )
+            failure = ("repo_unavailable", str(exc))
         except (GitError, SandboxError, OSError) as exc:
-            # Raising would ack the message with no reward and leave the group incomplete for ever.
             log.exception("rollout %s: grading failed", rollout_id)
-            report = GradeReport(
-                0.0,
-                False,
-                reward_fn,
-                "grading_failed",
-                {},
-                sandbox.isolation,
-                0.0,
-                [f"grading failed: {exc}"],
-            )
-        action = "graded"
-    key = logs_key(rollout.run_id, rollout_id)
+            failure = ("grading_failed", f"{type(exc).__name__}: {exc}")
+        if failure is not None and attempts < max_attempts:
+            raise GradingRetry(f"rollout {rollout_id}: {failure[1]} (attempt {attempts} of {max_attempts})")
+    if failure is not None:
+        reason, message = failure
+        store.put_bytes(key, f"{reason}: {message}\n".encode(), content_type="text/plain")
+        _record_infrastructure_failure(db, rollout, reason, message, key)
+        log.warning("rollout %s: not graded (%s): %s", rollout_id, reason, message)
+        return GradeOutcome(rollout_id, "gave_up", None, _complete_group(db, redis_client, rollout))
+
+    action = "graded"
     store.put_bytes(key, report.log_text.encode(), content_type="text/plain")
     if not _record_reward(db, rollout, report, key):
         action = "already_graded"

@@ -1,7 +1,8 @@
 """Group completion: append a GRPO group to its run's ``groups`` stream exactly once.
 
-A group is complete when each of its ``size`` rollouts is ``graded`` or ``failed`` (failed for good: the runner
-gave up on it). Any grader may finish the last rollout of a group, several at the same moment, and any of them
+A group is complete when each of its ``size`` rollouts is terminal (``shared/statuses.py: ROLLOUT_TERMINAL``:
+graded, failed for good, or cancelled). A group holding an infrastructure failure or a cancelled rollout is
+appended too: the learner decides it (sets it aside with the reason), so its step is not left waiting. Any grader may finish the last rollout of a group, several at the same moment, and any of them
 may crash at any point, so the append is guarded twice:
 
 1. **Row lock.** ``SELECT ... FOR UPDATE`` on the group row serializes the checkers of one group. Each grader
@@ -17,7 +18,10 @@ Crash windows and what happens:
 - after the XADD, before the Postgres commit: the row still says ``running``; the next check re-runs the
   script, which finds the marker and returns the *same* entry id instead of appending again, and commits it.
 - after the commit: the group is ``complete``; every later check is a no-op.
-So the stream holds exactly one entry per group, and the row ends up naming it. (The marker outlives any
+So the stream holds exactly one entry per group, and the row ends up naming it.
+
+An eval's group (``runs.kind = 'eval'``) is marked ``complete`` without any stream entry: no learner ever reads
+it, so evaluation rollouts can never reach a GRPO batch. (The marker outlives any
 plausible redelivery: ``MARKER_TTL_S``. If Redis itself loses data, Postgres is the source of truth: complete
 groups without ``consumed_at`` can be re-published, see ``shared/events.py``.)
 """
@@ -32,9 +36,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from shared.db import session_scope
 from shared.events import groups_stream
-from shared.models import Group, Reward, Rollout
+from shared.models import Group, Reward, Rollout, Run
+from shared.statuses import ROLLOUT_TERMINAL, GroupStatus, RolloutStatus, RunKind
 
-TERMINAL = ("graded", "failed")
 MARKER_TTL_S = 14 * 24 * 3600
 
 # KEYS[1] = marker, KEYS[2] = stream; ARGV[1] = ttl, ARGV[2..] = field, value pairs.
@@ -65,13 +69,18 @@ def complete_group_if_done(db: sessionmaker[Session], r: redis.Redis, group_id: 
     """Append the group to the stream if all its rollouts are terminal; the entry id if this call completed it."""
     with session_scope(db) as session:
         group = session.scalar(select(Group).where(Group.id == group_id).with_for_update())
-        if group is None or group.status in ("complete", "consumed", "failed"):
+        if group is None or group.status in (GroupStatus.COMPLETE, GroupStatus.CONSUMED, GroupStatus.FAILED):
             return None
         statuses = session.execute(
             select(Rollout.status, func.count()).where(Rollout.group_id == group_id).group_by(Rollout.status)
         ).all()
         counts = {status: int(n) for status, n in statuses}
-        if sum(counts.get(s, 0) for s in TERMINAL) < group.size or any(s not in TERMINAL for s in counts):
+        terminal = sum(counts.get(s, 0) for s in ROLLOUT_TERMINAL)
+        if terminal < group.size or any(s not in ROLLOUT_TERMINAL for s in counts):
+            return None
+        if session.scalar(select(Run.kind).where(Run.id == group.run_id)) == RunKind.EVAL:
+            group.status = GroupStatus.COMPLETE
+            group.completed_at = datetime.now(UTC)
             return None
         rewards = session.scalars(
             select(Reward.reward)
@@ -83,12 +92,12 @@ def complete_group_if_done(db: sessionmaker[Session], r: redis.Redis, group_id: 
             "step": str(group.step),
             "size": str(group.size),
             "policy_version": str(group.policy_version),
-            "graded": str(counts.get("graded", 0)),
-            "failed": str(counts.get("failed", 0)),
+            "graded": str(counts.get(RolloutStatus.GRADED, 0)),
+            "failed": str(counts.get(RolloutStatus.FAILED, 0) + counts.get(RolloutStatus.CANCELLED, 0)),
             "reward_mean": str(sum(rewards) / len(rewards)) if rewards else "",
         }
         entry_id = append_group_once(r, group.run_id, group.id, fields)
-        group.status = "complete"
+        group.status = GroupStatus.COMPLETE
         group.stream_entry_id = entry_id
         group.completed_at = datetime.now(UTC)
         return entry_id

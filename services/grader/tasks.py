@@ -17,6 +17,7 @@ import redis
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from services.grader.grade import GradingRetry
 from services.grader.grade import grade_rollout as grade_rollout_once
 from shared.db import make_engine, session_factory
 from shared.events import connect
@@ -39,8 +40,14 @@ def _resources() -> tuple[sessionmaker[Session], ObjectStore, Sandbox, redis.Red
     return db, open_store(settings), Sandbox(settings), connect(settings.redis_url)
 
 
-# Postgres or Redis briefly unreachable: try again later rather than ack a grading that never happened.
-TRANSIENT_ERRORS = (OperationalError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+# Postgres or Redis briefly unreachable, or a grading that failed for an infrastructure reason with attempts left:
+# try again later rather than ack a grading that never happened.
+TRANSIENT_ERRORS = (
+    OperationalError,
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    GradingRetry,
+)
 
 
 @app.task(

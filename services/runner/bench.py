@@ -35,11 +35,13 @@ import click
 from services.runner.rollout import Attempt, claim, execute_attempt
 from shared.datasets import load_dataset
 from shared.db import make_engine, session_factory, session_scope
-from shared.ids import new_id, new_rollout_key
+from shared.harnesses import ReferenceOptions
+from shared.ids import new_id
 from shared.machine import describe_machine
 from shared.models import Group, Rollout, Run
 from shared.models import Task as TaskRow
 from shared.objectstore import open_store
+from shared.run_config import RunConfig
 from shared.sandbox import Sandbox, free_loopback_port
 from shared.scratch_db import scratch_database
 from shared.settings import Settings, get_settings
@@ -123,11 +125,14 @@ def measure_sandbox_start(
 
 
 def make_group(settings: Settings, task: Task, size: int, max_tokens: int) -> list[str]:
-    options = {"max_tokens": max_tokens, "max_turns": 4}
+    config = RunConfig(
+        model=settings.served_model_name,
+        harness=ReferenceOptions(max_tokens=max_tokens, max_turns=4),
+        group_size=size,
+    )
     db = session_factory(make_engine(settings.database_url))
     with session_scope(db) as session:
-        run = Run(id=new_id("run"), model=settings.served_model_name, harness="reference", group_size=size,
-                  config={"harness_options": options})  # fmt: skip
+        run = Run.create(new_id("run"), config)
         task_row = TaskRow(id=new_id("task"), dataset=new_id("bench"), instance_id=task.instance_id,
                            spec=task.model_dump(mode="json"))  # fmt: skip
         session.add_all([run, task_row])
@@ -143,7 +148,6 @@ def make_group(settings: Settings, task: Task, size: int, max_tokens: int) -> li
                 task_id=task_row.id,
                 index_in_group=i,
                 harness="reference",
-                rollout_key=new_rollout_key(),
             )  # fmt: skip
             for i in range(size)
         ]

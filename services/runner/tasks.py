@@ -12,10 +12,12 @@ import logging
 from dataclasses import asdict
 from typing import Any
 
+import redis
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.runner.rollout import run_rollout as run_rollout_once
 from shared.db import make_engine, session_factory
+from shared.events import connect
 from shared.objectstore import ObjectStore, open_store
 from shared.queues import GRADE_ROLLOUT, GRADING_QUEUE, RUN_ROLLOUT, make_celery
 from shared.sandbox import Sandbox
@@ -29,15 +31,16 @@ sweep_when_worker_starts()  # folders left by a SIGKILLed predecessor on this ho
 
 
 @functools.cache
-def _resources() -> tuple[sessionmaker[Session], ObjectStore, Sandbox]:
+def _resources() -> tuple[sessionmaker[Session], ObjectStore, Sandbox, redis.Redis]:
     settings = get_settings()
-    return session_factory(make_engine(settings.database_url)), open_store(settings), Sandbox(settings)
+    db = session_factory(make_engine(settings.database_url))
+    return db, open_store(settings), Sandbox(settings), connect(settings.redis_url)
 
 
 @app.task(name=RUN_ROLLOUT)
 def run_rollout(rollout_id: str) -> dict[str, Any]:
-    db, store, sandbox = _resources()
-    outcome = run_rollout_once(get_settings(), db, store, sandbox, rollout_id)
+    db, store, sandbox, redis_client = _resources()
+    outcome = run_rollout_once(get_settings(), db, store, sandbox, rollout_id, redis_client)
     if outcome.send_to_grading:
         app.send_task(GRADE_ROLLOUT, args=[rollout_id], queue=GRADING_QUEUE)
     log.info("rollout %s: %s (%s)", rollout_id, outcome.action, outcome.status)

@@ -52,7 +52,7 @@ def wait_for_group(db, group_id: str, timeout_s: float, workers) -> Group:  # ty
     raise AssertionError(f"group {group_id} not complete after {timeout_s}s\n{logs}")
 
 
-@pytest.mark.parametrize("harness", ["codex", "claude-code", "qwen-code", "pi", "reference"])
+@pytest.mark.parametrize("harness", ["codex", "claude-code", "qwen-code", "pi", "gemini", "reference"])
 def test_group_of_four_gets_the_expected_rewards(  # type: ignore[no-untyped-def]
     harness, rollout_workers, scripted_policy, solvable_task, settings, db, store, redis_client, make_rollouts
 ):

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from services.grader.grade import grade_rollout
+from services.grader.grade import GradingRetry, grade_rollout
 from services.grader.group_completion import append_group_once, complete_group_if_done
 from shared.datasets import load_dataset, reference_patch
+from shared.db import session_scope
 from shared.events import groups_stream
 from shared.models import Group, Reward, Rollout
 from shared.queues import GRADE_ROLLOUT, GRADING_QUEUE
@@ -214,22 +215,46 @@ def test_harnessrl_worker_grader_command(client, settings_env, finished_group, d
     assert "harnessrl.grade_rollout" in log.read_text(errors="replace")
 
 
-def test_ungradable_rollouts_get_a_zero_reward_with_the_reason(
+def test_ungradable_rollouts_are_infrastructure_errors_never_rewards(
     finished_group, db, store, sandbox, redis_client
 ) -> None:  # type: ignore[no-untyped-def]
-    """A repository that cannot be materialized, or an unknown reward function, is recorded (reward 0 and the
-    reason) instead of leaving the rollout ungraded and its group incomplete."""
+    """A repository that cannot be materialized, or an unknown reward function, is not the model's doing: the
+    grading is retried while attempts last, then the rollout ends ``failed`` with outcome ``infrastructure_error``
+    and the reason, with no reward row (never a 0 the learner would train on); its group still completes."""
     gone = TASK.with_source(DirSource(kind="dir", path="/nonexistent/harnessrl/repo"))
     run_id, group_id, (no_repo,) = finished_group(gone, [SOLUTION])
     _, _, (bad_fn,) = finished_group(TASK, [SOLUTION], reward_fn="no_such_reward")
-    for rollout_id in (no_repo, bad_fn):
-        outcome = grade_rollout(
-            rollout_id, db=db, store=store, sandbox=sandbox, redis_client=redis_client, timeout_s=60
+
+    def grade(rollout_id: str):  # type: ignore[no-untyped-def]
+        return grade_rollout(
+            rollout_id,
+            db=db,
+            store=store,
+            sandbox=sandbox,
+            redis_client=redis_client,
+            timeout_s=60,
+            max_attempts=2,
         )
-        assert outcome.reward == 0.0
-    rewards = _rewards(db, [no_repo, bad_fn])
-    assert rewards[no_repo][0].outcome == "repo_unavailable"
-    assert rewards[bad_fn][0].outcome == "grading_failed"
-    assert "does not exist" in store.get_bytes(rewards[no_repo][0].logs_key).decode()
-    assert "unknown reward function 'no_such_reward'" in store.get_bytes(rewards[bad_fn][0].logs_key).decode()
+
+    with pytest.raises(GradingRetry, match="does not exist"):
+        grade(no_repo)  # attempt 1 of 2: the task retries later
+    assert _group(db, group_id).status != "complete"
+    for rollout_id in (no_repo, bad_fn):
+        outcome = grade(rollout_id)
+        assert outcome.action == "gave_up" and outcome.reward is None
+    assert _rewards(db, [no_repo, bad_fn]) == {no_repo: [], bad_fn: []}
+    with session_scope(db) as session:
+        rows = {r.id: r for r in session.scalars(select(Rollout).where(Rollout.id.in_([no_repo, bad_fn])))}
+    assert (rows[no_repo].status, rows[no_repo].outcome, rows[no_repo].outcome_reason) == (
+        "failed", "infrastructure_error", "repo_unavailable"
+    )  # fmt: skip
+    assert (rows[bad_fn].outcome, rows[bad_fn].outcome_reason) == (
+        "infrastructure_error",
+        "unknown_reward_fn",
+    )
+    assert "does not exist" in (rows[no_repo].error or "")
+    assert (
+        "unknown reward function 'no_such_reward'"
+        in store.get_bytes(rows[bad_fn].meta["grading_logs_key"]).decode()
+    )
     assert _group(db, group_id).status == "complete" and len(redis_client.xrange(groups_stream(run_id))) == 1

@@ -9,23 +9,33 @@ from sqlalchemy import func, select
 from services.runner.rollout import Attempt, AttemptReport, RolloutOutcome, _finish, claim
 from shared.db import session_scope
 from shared.models import Call, Chain, Rollout
+from shared.trajectory import (
+    Segment,
+    chain_tokens_prefix,
+    put_segment,
+    raw_key,
+    rollout_raw_prefix,
+    rollout_tokens_prefix,
+    tokens_key,
+)
 
 pytestmark = pytest.mark.integration
 
 
 def record_call(db, store, run_id: str, rollout_id: str) -> None:  # type: ignore[no-untyped-def]
-    """What the gateway writes for one captured call: a chain, a call and its token object."""
-    prefix = f"tokens/{run_id}/{rollout_id}/1"
-    store.put_bytes(f"{prefix}/0.npz", b"tokens")
+    """What the gateway writes for one captured call: a chain, a call, its token segment and raw bodies."""
+    key = tokens_key(run_id, rollout_id, 1, 0)
+    put_segment(store, key, Segment.of(range(10), range(5), [-1.0] * 5, 0))
+    store.put_bytes(raw_key(run_id, rollout_id, 1), b"{}")
     with session_scope(db) as session:
-        chain = Chain(rollout_id=rollout_id, tokens_prefix=prefix)
+        chain = Chain(rollout_id=rollout_id, tokens_prefix=chain_tokens_prefix(run_id, rollout_id, 1))
         session.add(chain)
         session.flush()
         session.add(
             Call(
                 rollout_id=rollout_id, chain_id=chain.id, position=0, provider_api="openai_chat",
                 prompt_tokens=10, suffix_tokens=10, completion_tokens=5, finish_reason="stop", policy_version=0,
-                tokens_key=f"{prefix}/0.npz",
+                tokens_key=key,
             )
         )  # fmt: skip
 
@@ -48,7 +58,8 @@ def test_redelivery_after_a_crash_starts_clean_with_a_new_key(settings, db, stor
     assert isinstance(second, Attempt) and second.attempt == 2
     assert second.rollout_key != first.rollout_key
     assert count(db, Call, rollout_id) == 0 and count(db, Chain, rollout_id) == 0
-    assert list(store.list(f"tokens/{run_id}/{rollout_id}/")) == []
+    assert list(store.list(rollout_tokens_prefix(run_id, rollout_id))) == []
+    assert list(store.list(rollout_raw_prefix(run_id, rollout_id))) == []
 
     # The first attempt's late result is fenced off.
     report = AttemptReport(1, "completed", None, 0, "test", 0.0, 0.0, 0, 0)

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from services.runner.harnesses import HARNESS_NAMES, UnknownHarness, make_adapter
+from services.runner.harnesses import ADAPTERS, HARNESS_NAMES, UnknownHarness, make_adapter
 from services.runner.harnesses.base import HarnessRequest, HarnessRunResult
 from services.runner.harnesses.reference_agent import run_tool
+from shared.harnesses import HARNESS_OPTIONS, NAME_ALONE, ShellOptions, harness_config
 
 pytestmark = pytest.mark.unit
 
@@ -47,6 +48,15 @@ def test_claude_env_binds_anthropic_base_url_without_v1() -> None:
     assert launch.env["ANTHROPIC_API_KEY"] == "rk_secret"
     assert launch.env["CLAUDE_CODE_MAX_RETRIES"] == "0" and launch.env["IS_SANDBOX"] == "1"
     assert "--dangerously-skip-permissions" in launch.argv
+    assert "--bare" not in launch.argv
+
+
+def test_claude_bare_option_passes_bare_and_keeps_the_gateway_binding() -> None:
+    bare = make_adapter("claude-code", {"bare": True}).launch(REQUEST)
+    default = make_adapter("claude-code").launch(REQUEST)
+    assert bare.argv == [*default.argv, "--bare"] and bare.env == default.env and bare.files == default.files
+    with pytest.raises(ValueError, match="bare"):
+        make_adapter("claude-code", {"bare": "true"})  # strict: a string is not a boolean
 
 
 def test_qwen_and_pi_use_the_chat_api_under_the_prefix() -> None:
@@ -57,6 +67,23 @@ def test_qwen_and_pi_use_the_chat_api_under_the_prefix() -> None:
     provider = json.loads(pi.files[".pi/agent/models.json"])["providers"]["gw"]
     assert (provider["baseUrl"], provider["apiKey"]) == (f"{REQUEST.base_url}/v1", "rk_secret")
     assert json.loads(pi.files[".pi/agent/settings.json"]) == {"retry": {"enabled": False}}
+
+
+def test_gemini_points_its_client_at_the_gateway_offline() -> None:
+    launch = make_adapter("gemini").launch(REQUEST)
+    assert launch.env["GOOGLE_GEMINI_BASE_URL"] == REQUEST.base_url  # the client appends /v1beta/models/...
+    assert launch.env["GEMINI_API_KEY"] == "rk_secret" and launch.env["GEMINI_CLI_NO_RELAUNCH"] == "true"
+    settings = json.loads(launch.files[".gemini/settings.json"])
+    # 0.61.0 refuses its implicit "gateway" auth type headless; the API-key type uses the same base URL.
+    assert settings["security"]["auth"]["selectedType"] == "gemini-api-key"
+    assert (
+        settings["privacy"]["usageStatisticsEnabled"] is False and settings["telemetry"]["enabled"] is False
+    )
+    assert settings["general"]["enableAutoUpdate"] is False and settings["general"]["maxAttempts"] == 1
+    # no network in the sandbox
+    assert {"google_web_search", "web_fetch"} <= set(settings["tools"]["exclude"])
+    assert launch.argv[launch.argv.index("-m") + 1] == "policy"  # a named model bypasses the router side call
+    assert launch.argv[-1] == f"--prompt={REQUEST.instruction}" and "--yolo" in launch.argv
 
 
 def test_shell_quotes_the_instruction_and_exports_every_provider() -> None:
@@ -70,6 +97,8 @@ def test_shell_quotes_the_instruction_and_exports_every_provider() -> None:
         assert launch.env[name] == "rk_secret"
     with pytest.raises(ValueError, match="instruction"):
         make_adapter("shell", {"command": "echo hi"})
+    with pytest.raises(ValueError, match="command\n  Field required"):
+        make_adapter("shell")
 
 
 def test_reference_agent_source_travels_in_home() -> None:
@@ -79,10 +108,60 @@ def test_reference_agent_source_travels_in_home() -> None:
     assert launch.argv[launch.argv.index("--api-key") + 1] == "rk_secret"
 
 
+def test_shell_options_bring_mounts_a_home_template_and_placeholder_env() -> None:
+    options = {
+        "command": "{model} --key {api_key} {instruction}",
+        "mounts": ["/opt/agents/qwen", "/opt/agents/venv"],
+        "home_template": "/opt/agents/home",
+        "env": {
+            "AGENT_URL": "{base_url}",
+            "AGENT_TASK": "task: {instruction}",
+            "LITERAL": "{not_a_placeholder}",
+        },
+        "provider_api": "anthropic_messages",
+    }
+    launch = make_adapter("shell", options).launch(REQUEST)
+    assert launch.ro_paths == [Path("/opt/agents/qwen"), Path("/opt/agents/venv")]
+    assert launch.home_template == Path("/opt/agents/home")
+    assert launch.env["AGENT_URL"] == REQUEST.base_url  # Anthropic's SDK appends /v1/messages itself
+    assert launch.env["AGENT_TASK"] == f"task: {REQUEST.instruction}"  # raw in the environment
+    assert launch.env["LITERAL"] == "{not_a_placeholder}"
+    assert launch.argv[-1].startswith("policy --key rk_secret 'fix the bug;")  # quoted in the command
+    chat = make_adapter("shell", {**options, "provider_api": "openai_chat"}).launch(REQUEST)
+    assert chat.env["AGENT_URL"] == f"{REQUEST.base_url}/v1"
+    with pytest.raises(ValueError, match="environment variable name"):
+        make_adapter("shell", {**options, "env": {"NOT-A-NAME": "x"}})
+    with pytest.raises(ValueError, match="absolute host path"):
+        make_adapter("shell", {**options, "mounts": ["relative/path"]})
+
+
 def test_unknown_harness_is_named() -> None:
     with pytest.raises(UnknownHarness, match="choose one of"):
         make_adapter("cursor")
-    assert set(HARNESS_NAMES) == {"codex", "claude-code", "qwen-code", "pi", "shell", "reference"}
+    assert set(HARNESS_NAMES) == {
+        "codex",
+        "claude-code",
+        "qwen-code",
+        "pi",
+        "gemini",
+        "shell",
+        "reference",
+        "codeblock",
+    }
+
+
+def test_one_registry_names_every_harness_with_its_options_and_adapter() -> None:
+    """``shared/harnesses.py`` lists the names and option models; the runner has an adapter for each, built from
+    the validated options section of a run config."""
+    assert tuple(HARNESS_OPTIONS) == tuple(ADAPTERS) == HARNESS_NAMES
+    for name in NAME_ALONE:
+        assert make_adapter(harness_config(name)).name == name
+    shell = make_adapter(ShellOptions(command="agent {instruction}"))
+    assert shell.launch(REQUEST).argv[-1] == "agent 'fix the bug; don'\"'\"'t break '\"'\"'quotes'\"'\"''"
+    reference = make_adapter(harness_config("reference", max_turns=7))
+    assert reference.launch(REQUEST).argv[reference.launch(REQUEST).argv.index("--max-turns") + 1] == "7"
+    with pytest.raises(ValueError, match="max_turns"):
+        make_adapter("reference", {"max_turns": "7"})  # strict: no coercion from strings
 
 
 @pytest.mark.parametrize(
@@ -90,6 +169,7 @@ def test_unknown_harness_is_named() -> None:
     [
         ("qwen-code", '{"type":"result","is_error":false,"result":"[API Error: Connection error.]"}', "harness_error"),
         ("qwen-code", '[{"type":"system"},{"type":"result","is_error":false,"result":"done"}]', "completed"),
+        ("qwen-code", '[{"type":"result","subtype":"error_during_execution","is_error":true,"error":{"message":"[API Error: 401]"}}]', "harness_error"),
         ("claude-code", '{"type":"result","subtype":"success","is_error":false,"result":"done"}', "completed"),
         ("claude-code", '{"type":"result","subtype":"success","is_error":true,"result":"API Error: 401"}', "harness_error"),
         ("codex", '{"type":"thread.started"}\n{"type":"turn.completed","usage":{}}', "completed"),
@@ -98,11 +178,31 @@ def test_unknown_harness_is_named() -> None:
         ("pi", '{"type":"agent_end","messages":[]}', "completed"),
         ("pi", '{"type":"message_end","message":{"role":"assistant","stopReason":"error","errorMessage":"401"}}', "harness_error"),
         ("reference", '{"finish": "stop", "turns": 3}', "completed"),
+        ("gemini", '{\n  "session_id": "s",\n  "response": "done",\n  "stats": {}\n}', "completed"),
+        ("gemini", '{"session_id": "s", "error": {"type": "Error", "message": "[API Error: 503]"}}', "harness_error"),
+        ("gemini", "Warning: Basic terminal detected", "harness_error"),
     ],
 )  # fmt: skip
 def test_exit_zero_is_judged_by_what_the_cli_printed(harness: str, stdout: str, outcome: str) -> None:
     options = {"command": "x {instruction}"} if harness == "shell" else None
     assert make_adapter(harness, options).classify(ok(stdout)).outcome == outcome
+
+
+def test_qwen_024_error_object_is_the_reason() -> None:
+    stdout = '[{"type":"result","is_error":true,"error":{"message":"[API Error: 401 unknown rollout key]"}}]'
+    verdict = make_adapter("qwen-code").classify(ok(stdout))
+    assert (
+        verdict.outcome == "harness_error" and verdict.reason == "qwen: [API Error: 401 unknown rollout key]"
+    )
+
+
+def test_gemini_error_on_stderr_is_the_reason() -> None:
+    stderr = (
+        "YOLO mode is enabled. All tool calls will be automatically approved.\n"
+        '{\n  "session_id": "s",\n  "error": {"type": "Error", "message": "Invalid auth method selected.", "code": 41}\n}\n'
+    )
+    verdict = make_adapter("gemini").classify(HarnessRunResult(41, False, "", stderr))
+    assert verdict.outcome == "harness_error" and verdict.reason == "gemini 41: Invalid auth method selected."
 
 
 def test_timeouts_and_nonzero_exits_are_not_success() -> None:
@@ -127,3 +227,16 @@ def test_reference_agent_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert run_tool("bash", "{not json", 10).startswith("error: arguments are not valid JSON")
     assert run_tool("read", json.dumps({"path": "missing"}), 10).startswith("error:")
     assert run_tool("delete", "{}", 10).startswith("error: unknown tool")
+
+
+def test_codeblock_launches_its_agent_with_one_call_budget(tmp_path: Path) -> None:
+    adapter = make_adapter("codeblock", {"max_tokens": 200})
+    request = HarnessRequest("fix it", "policy", "http://127.0.0.1:9/r/key", "key", tmp_path, tmp_path)
+    launch = adapter.launch(request)
+    assert launch.argv[1] == str(tmp_path / "codeblock_agent.py") and launch.argv[-1] == "fix it"
+    assert launch.argv[launch.argv.index("--max-tokens") + 1] == "200"
+    assert launch.argv[launch.argv.index("--base-url") + 1] == "http://127.0.0.1:9/r/key/v1"
+    assert "def apply_reply" in launch.files["codeblock_agent.py"]
+    ok = adapter.classify(HarnessRunResult(0, False, '{"finish": "stop", "replaced": []}\n', ""))
+    assert ok.outcome == "completed"
+    assert adapter.classify(HarnessRunResult(1, False, "", "API error")).outcome == "harness_error"

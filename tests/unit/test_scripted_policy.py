@@ -30,6 +30,11 @@ HARNESS_TOOLS = {
         ToolSpec("Write", parameters=obj("file_path", "content", required=("file_path", "content"))),
         ToolSpec("Read", parameters=obj("file_path", required=("file_path",))),
     ],
+    "claude-code-bare": [
+        ToolSpec("Bash", parameters=obj("command", "description", required=("command",))),
+        ToolSpec("Edit", parameters=obj("file_path", "old_string", "new_string", required=("file_path",))),
+        ToolSpec("Read", parameters=obj("file_path", required=("file_path",))),
+    ],
     "qwen-code": [
         ToolSpec(
             "run_shell_command",
@@ -45,12 +50,21 @@ HARNESS_TOOLS = {
         ToolSpec("write", parameters=obj("path", "content")),
         ToolSpec("read", parameters=obj("path")),
     ],
+    "gemini": [
+        ToolSpec(
+            "run_shell_command", parameters=obj("command", "description", "dir_path", required=("command",))
+        ),
+        ToolSpec("write_file", parameters=obj("file_path", "content", required=("file_path", "content"))),
+        ToolSpec("read_file", parameters=obj("file_path", "start_line", required=("file_path",))),
+    ],
 }
 CWD_LINES = {
     "codex": "<environment_context><cwd>/work/task</cwd></environment_context>",
     "claude-code": "Primary working directory: /work/task",
+    "claude-code-bare": "CWD: /work/task\nDate: 2026-12-02",
     "qwen-code": "I'm currently working in the directory: /work/task",
     "pi": "Current working directory: /work/task",
+    "gemini": "<session_context>\n- **Workspace Directories:**\n  - /work/task\n- **Directory Structure:**",
 }
 EXPECTED = {
     "codex": [
@@ -63,6 +77,11 @@ EXPECTED = {
         ("Bash", {"command": "cat hello.txt"}),
         ("Read", {"file_path": "/work/task/hello.txt"}),
     ],
+    "claude-code-bare": [  # no Write tool: the file is written with Bash
+        ("Bash", {"command": "printf '%s' 'hi\n' > hello.txt"}),
+        ("Bash", {"command": "cat hello.txt"}),
+        ("Read", {"file_path": "/work/task/hello.txt"}),
+    ],
     "qwen-code": [
         ("write_file", {"file_path": "/work/task/hello.txt", "content": "hi\n"}),
         ("run_shell_command", {"command": "cat hello.txt", "is_background": False}),
@@ -72,6 +91,11 @@ EXPECTED = {
         ("write", {"path": "hello.txt", "content": "hi\n"}),
         ("bash", {"command": "cat hello.txt"}),
         ("read", {"path": "hello.txt"}),
+    ],
+    "gemini": [
+        ("write_file", {"file_path": "/work/task/hello.txt", "content": "hi\n"}),
+        ("run_shell_command", {"command": "cat hello.txt"}),
+        ("read_file", {"file_path": "/work/task/hello.txt"}),
     ],
 }
 

@@ -65,6 +65,7 @@ class HarnessLaunch:
     env: dict[str, str]
     files: dict[str, str] = field(default_factory=dict)  # path relative to HOME -> text
     ro_paths: list[Path] = field(default_factory=list)  # host paths the sandbox must bind read-only
+    home_template: Path | None = None  # a host directory copied into HOME before ``files`` are written
     # Address space the CLI needs at least (RLIMIT_AS counts reservations, not use); None: the sandbox default.
     min_address_space_bytes: int | None = None
 

@@ -1,8 +1,13 @@
-"""Claude Code (``@anthropic-ai/claude-code`` 2.1.197): Anthropic Messages API, ``claude -p``.
+"""Claude Code (``@anthropic-ai/claude-code`` 2.1.332): Anthropic Messages API, ``claude -p``.
 
 ``IS_SANDBOX=1`` is required to skip permissions as root; retries off (the default is 10 with backoff);
 prompt caching and the attribution header off so the prefix stays exact; the non-streaming fallback off so a
 broken stream fails instead of re-sending every turn (reference/harnesses.md §4).
+
+Options: ``shared.harnesses.ClaudeCodeOptions``. ``bare`` adds ``--bare``: the tools are ``Bash``, ``Edit`` and
+``Read`` (no ``Write``: files are written with ``Bash``), the system prompt is one line, and hooks, plugins,
+CLAUDE.md discovery and auto-memory are skipped; authentication is then only ``ANTHROPIC_API_KEY``, which is
+what we set. Checked on the pinned CLI by the real-CLI chain test (``claude-code-bare``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from services.runner.harnesses.base import (
     require_npm_binary,
     tail,
 )
+from shared.harnesses import ClaudeCodeOptions
 
 QUIET_ENV = {
     "IS_SANDBOX": "1",
@@ -40,6 +46,9 @@ QUIET_ENV = {
 
 class ClaudeCodeAdapter:
     name = "claude-code"
+
+    def __init__(self, options: ClaudeCodeOptions | None = None) -> None:
+        self.bare = (options or ClaudeCodeOptions()).bare
 
     def check_installed(self) -> None:
         require_npm_binary("claude")
@@ -70,6 +79,8 @@ class ClaudeCodeAdapter:
             "claude", "-p", request.instruction, "--dangerously-skip-permissions",
             "--output-format", "json", "--no-session-persistence",
         ]  # fmt: skip
+        if self.bare:
+            argv.append("--bare")
         # Pre-accepting onboarding keeps the first start from asking anything.
         files = {".claude/.claude.json": json.dumps({"hasCompletedOnboarding": True})}
         return HarnessLaunch(argv, env, files, [npm_prefix()])

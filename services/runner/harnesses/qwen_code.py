@@ -1,4 +1,4 @@
-"""Qwen Code (``@qwen-code/qwen-code`` 0.15.10): OpenAI Chat API, one-shot ``qwen --output-format json``.
+"""Qwen Code (``@qwen-code/qwen-code`` 0.24.4): OpenAI Chat API, one-shot ``qwen --output-format json``.
 
 Qwen exits 0 in JSON mode after an API error and reports it as a result string starting with ``[API Error``,
 so the result text decides the outcome, not the exit code. Usage statistics go to an external host unless
@@ -56,12 +56,16 @@ class QwenCodeAdapter:
         require_npm_binary("qwen")
 
     def launch(self, request: HarnessRequest) -> HarnessLaunch:
-        env = base_env(request) | {
-            "OPENAI_API_KEY": request.rollout_key,
-            "OPENAI_BASE_URL": f"{request.base_url}/v1",
-            "OPENAI_MODEL": request.model,
-            "QWEN_CODE_NO_RELAUNCH": "1",  # skip the self-relaunch into a child node (~1.5 s)
-        }
+        env = (
+            base_env(request)
+            | {
+                "OPENAI_API_KEY": request.rollout_key,
+                "OPENAI_BASE_URL": f"{request.base_url}/v1",
+                "OPENAI_MODEL": request.model,
+                "QWEN_CODE_NO_RELAUNCH": "1",  # skip the self-relaunch into a child node (~1.5 s)
+                "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",  # 0.24 warns on stderr that yolo runs without its own sandbox
+            }
+        )
         argv = [
             "qwen", "--auth-type", "openai", "--approval-mode", "yolo", "--output-format", "json",
             request.instruction,
@@ -77,7 +81,9 @@ class QwenCodeAdapter:
     def classify(self, result: HarnessRunResult) -> HarnessVerdict:
         results = result_objects(result.stdout.strip())
         final = results[-1] if results else {}
-        text = str(final.get("result", ""))
+        error = final.get("error")
+        # 0.24 reports a failure as {"is_error": true, "error": {"message": ...}} and no "result" text.
+        text = str(final.get("result") or (error.get("message") if isinstance(error, dict) else error) or "")
         failed = final.get("is_error") or "[API Error" in text
         if failure := generic_failure(result, f"qwen: {tail(text)}" if failed else None):
             return failure

@@ -1,7 +1,7 @@
 """The ``reference`` harness: the built-in Python agent (``reference_agent.py``), no Node needed.
 
-The agent's source is written into the throwaway HOME and run with the sandbox's Python, so the sandbox never
-needs to see the repository.
+Options: ``shared.harnesses.ReferenceOptions``. The agent's source is written into the throwaway HOME and run with
+the sandbox's Python, so the sandbox never needs to see the repository.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from services.runner.harnesses.base import (
     generic_failure,
     tail,
 )
+from shared.harnesses import ReferenceOptions
 
 AGENT_FILE = "reference_agent.py"
 TURN_BUDGET_EXIT_CODE = 3
@@ -29,10 +30,11 @@ TURN_BUDGET_EXIT_CODE = 3
 class ReferenceAdapter:
     name = "reference"
 
-    def __init__(self, python: str | None = None, max_turns: int = 30, max_tokens: int = 1024) -> None:
-        self.python = python or os.environ.get("HARNESSRL_REFERENCE_PYTHON", "/usr/bin/python3")
-        self.max_turns = max_turns
-        self.max_tokens = max_tokens
+    def __init__(self, options: ReferenceOptions | None = None) -> None:
+        options = options or ReferenceOptions()
+        self.python = options.python or os.environ.get("HARNESSRL_REFERENCE_PYTHON", "/usr/bin/python3")
+        self.max_turns = options.max_turns
+        self.max_tokens = options.max_tokens
 
     def check_installed(self) -> None:
         if shutil.which(self.python) is None:

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Harness-version drift check: install the newest published version of each harness CLI into a scratch npm
+# prefix, run the real-CLI chain test (tests/e2e/test_harness_cli_chain.py: sandboxed CLI, real gateway,
+# scripted policy, >= 3 tool calls, one exact chain) against it, and print a Markdown report per harness:
+# pinned vs newest version, install and test result, the chain/fork outcome, the first prompt's size.
+#
+# Usage: scripts/check-harness-versions.sh [HARNESS...]      (default: every pinned harness)
+# Env:   PYTHON (default .venv/bin/python), HARNESSRL_TEST_REDIS_DB (the test session's Redis db),
+#        KEEP_PREFIX=1 (keep the scratch prefix and report files; their path is printed).
+# Needs: npm with the registry reachable, and what the e2e tests need (Postgres, Redis, bubblewrap).
+# Exit status: 0 when every checked harness passes on its newest version, 1 otherwise.
+#
+# The pins live in scripts/install-harnesses.sh; bump one only after this check passes for the new version.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-.venv/bin/python}"
+[[ -x "$PYTHON" ]] || PYTHON=python3
+
+mapfile -t PINS < <(bash scripts/install-harnesses.sh --list)
+selected=("$@")
+
+scratch="$(mktemp -d /tmp/harnessrl-versions-XXXXXX)"
+chmod 755 "$scratch"  # the sandbox uid runs the CLIs from here
+cleanup() { if [[ "${KEEP_PREFIX:-0}" == 1 ]]; then echo "kept $scratch" >&2; else rm -rf "$scratch"; fi; }
+trap cleanup EXIT
+
+versions="$scratch/versions.tsv"  # harness, package, pinned, newest, install result
+: >"$versions"
+harnesses=()
+for pin in "${PINS[@]}"; do
+  read -r harness _bin package pinned <<<"$pin"
+  if ((${#selected[@]})) && [[ " ${selected[*]} " != *" $harness "* ]]; then
+    continue
+  fi
+  newest="$(npm view "$package" dist-tags.latest 2>/dev/null || true)"
+  if [[ -z "$newest" ]]; then
+    printf '%s\t%s\t%s\t%s\t%s\n' "$harness" "$package" "$pinned" "?" "registry lookup failed" >>"$versions"
+    continue
+  fi
+  echo "== $harness: pinned $pinned, newest $newest; installing into $scratch/npm" >&2
+  if npm install --global --prefix "$scratch/npm" --no-audit --no-fund --loglevel=error "$package@$newest" \
+    >"$scratch/install-$harness.log" 2>&1; then
+    installed="ok"
+    harnesses+=("$harness")
+  else
+    installed="install failed: $(tail -n 3 "$scratch/install-$harness.log" | tr '\n\t' '  ')"
+  fi
+  printf '%s\t%s\t%s\t%s\t%s\n' "$harness" "$package" "$pinned" "$newest" "$installed" >>"$versions"
+done
+[[ -s "$versions" ]] || { echo "no pinned harness among: $*" >&2; exit 2; }
+
+if ((${#harnesses[@]})); then
+  chmod -R a+rX "$scratch/npm"
+  # One pytest session for all harnesses (the gateway, the test database and the S3 server start once).
+  tests=()
+  for harness in "${harnesses[@]}"; do
+    tests+=("tests/e2e/test_harness_cli_chain.py::test_real_cli_multi_turn_task_forms_one_exact_chain[$harness]")
+  done
+  echo "== chain test against $scratch/npm: ${harnesses[*]}" >&2
+  set +e
+  HARNESSRL_NPM_PREFIX="$scratch/npm" HARNESSRL_CHAIN_REPORT="$scratch/chain.jsonl" OMP_NUM_THREADS=1 \
+    "$PYTHON" -m pytest "${tests[@]}" -p no:cacheprovider -q --junitxml="$scratch/junit.xml" \
+    >"$scratch/pytest.log" 2>&1
+  set -e
+  tail -n 3 "$scratch/pytest.log" >&2
+fi
+
+"$PYTHON" scripts/harness_versions_report.py "$versions" "$scratch/junit.xml" "$scratch/chain.jsonl"
