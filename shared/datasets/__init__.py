@@ -3,11 +3,16 @@
 A dataset folder holds ``tasks.jsonl`` (loadable with ``shared.tasks.load_tasks``), the repositories its tasks
 come from (``repos/``, plain files committed deterministically, see ``shared.tasks``), and the reference
 solutions (``solutions/<instance_id>.patch``). Solutions exist to test the suite and the grader; nothing hands
-them to an agent. ``tasks.jsonl`` and ``solutions/`` are generated from ``cases/`` by ``shared.datasets.build``.
+them to an agent. ``tasks.jsonl`` and ``solutions/`` are generated from ``cases/`` by ``shared.datasets.build``
+(``swe_mini``) or from function families by ``shared.datasets.micro`` (``swe_micro``).
+
+A dataset may name splits in ``splits.json`` (``{"train": [instance ids], "eval": [...]}``); ``load_dataset(name,
+split)`` returns one split's tasks in that order. Without the file a dataset has no splits.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from shared.tasks import Task, TaskError, load_tasks
@@ -17,6 +22,10 @@ DATASETS_DIR = Path(__file__).resolve().parent
 
 class UnknownDataset(TaskError):
     """No bundled dataset of that name."""
+
+
+class UnknownSplit(TaskError):
+    """The dataset has no split of that name."""
 
 
 def available_datasets() -> list[str]:
@@ -30,9 +39,25 @@ def dataset_dir(name: str) -> Path:
     return path
 
 
-def load_dataset(name: str) -> list[Task]:
-    """The tasks of a bundled dataset, with absolute repository paths."""
-    return load_tasks(dataset_dir(name) / "tasks.jsonl")
+def dataset_splits(name: str) -> dict[str, list[str]]:
+    """Instance ids per split (empty when the dataset names no splits)."""
+    path = dataset_dir(name) / "splits.json"
+    if not path.is_file():
+        return {}
+    return {str(k): [str(i) for i in v] for k, v in json.loads(path.read_text()).items()}
+
+
+def load_dataset(name: str, split: str | None = None) -> list[Task]:
+    """The tasks of a bundled dataset (or of one of its splits), with absolute repository paths."""
+    tasks = load_tasks(dataset_dir(name) / "tasks.jsonl")
+    if split is None:
+        return tasks
+    splits = dataset_splits(name)
+    if split not in splits:
+        known = ", ".join(sorted(splits)) or "none"
+        raise UnknownSplit(f"dataset {name!r} has no split {split!r} (splits: {known})")
+    by_id = {task.instance_id: task for task in tasks}
+    return [by_id[i] for i in splits[split]]
 
 
 def reference_patch(name: str, instance_id: str) -> str:

@@ -1,0 +1,250 @@
+"""``harnessrl bench learning``: does the product make a real model better? A seeded run of the demo's training
+(SmolLM2-135M-Instruct, ``swe_micro/train``, ``codeblock`` harness) with eval pass@1 on the held-out
+``swe_micro/eval`` split before and after, through every real service (``services/cli/learning.py``).
+
+Reports the training-reward curve, eval pass@1 before/after with 95% intervals, steps, wall time and time per
+stage (rollouts, grading, learner step, weight swap), the wall time per learner step with the inference and
+learner busy fractions and the policy lag of the trained tokens (``services/cli/step_figures.py``), the machine
+and its load; ``--json`` prints one object. Every recipe field can be overridden (``--steps``,
+``--learning-rate``, ``--max-policy-lag``, ...) to measure another setting.
+
+``--compare-lags`` measures sampling ahead of the learner: the same recipe (same seed, same steps) at
+``max_policy_lag`` 0 and then 1, each in a suite of its own started afresh (so each trains from the base weights
+and its evals sample its own versions), reported side by side with the ratio lag 1 / lag 0 of the wall time per
+step. ``HARNESSRL_PIN_CPUS=true`` runs both with inference and the learner on separate cores (README,
+"Performance").
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+import click
+
+from services.cli.step_figures import StepFigures, step_figures
+from shared.machine import describe_machine
+
+COMPARED_LAGS = (0, 1)
+
+STEP_TIMES_SQL = "SELECT policy_lag_mean, groups_stale, metrics FROM steps WHERE run_id = :run ORDER BY step"
+
+
+def training_rows(settings: Any, train_run: str) -> list[dict[str, Any]]:
+    """The training run's steps rows as ``step_figures`` reads them, with each step's stale-group count."""
+    from sqlalchemy import text
+
+    from shared.db import make_engine
+
+    engine = make_engine(settings.database_url)
+    try:
+        with engine.connect() as conn:
+            return [dict(r) for r in conn.execute(text(STEP_TIMES_SQL), {"run": train_run}).mappings()]
+    finally:
+        engine.dispose()
+
+
+def _timing_rows(figures: StepFigures | None) -> list[str]:
+    if figures is None:
+        return ["| time per step | not measured (the steps rows carry no window) |"]
+    return [
+        f"| wall time per learner step | {figures.wall_s_per_step:.1f} s ({figures.steps} steps, "
+        f"{figures.wall_s / 60:.1f} min of training) |",
+        f"| busy fraction, inference / learner | {figures.inference_busy_fraction:.0%} / "
+        f"{figures.learner_busy_fraction:.0%} |",
+        f"| policy lag of trained tokens, mean / max | {figures.policy_lag_mean:.2f} / {figures.policy_lag_max} |",
+    ]
+
+
+def table(
+    result: Any, machine_start: str, machine_end: str, png: Path, figures: StepFigures | None = None
+) -> str:
+    b, a = result.eval_before, result.eval_after
+    lines = [
+        f"learning bench — start: {machine_start}; end: {machine_end}",
+        "",
+        "| measure | value |",
+        "|---|---|",
+        "| training reward per step | " + " ".join(f"{r:.2f}" for r in result.reward_per_step) + " |",
+        f"| mean reward, last 3 steps − first 3 | {result.reward_rise:+.3f} |",
+        f"| eval pass@1, version 0 ({b.samples} samples) | {b.pass_at_1:.1%} (95% CI {b.interval[0]:.1%}–"
+        f"{b.interval[1]:.1%}); versions sampled {b.policy_versions} |",
+        f"| eval pass@1, last version ({a.samples} samples) | {a.pass_at_1:.1%} (95% CI {a.interval[0]:.1%}–"
+        f"{a.interval[1]:.1%}); versions sampled {a.policy_versions} |",
+        f"| eval change | {100 * (a.pass_at_1 - b.pass_at_1):+.1f} points |",
+        f"| steps | {len(result.steps)} learner steps, {sum(s['groups_trained'] for s in result.steps)} groups "
+        f"trained, {sum(s['groups_zero_variance'] for s in result.steps)} without reward variance |",
+        f"| wall time | {result.wall_s / 60:.1f} min (eval before {b.wall_s / 60:.1f}, training "
+        f"{result.stage_wall_s['train_s'] / 60:.1f}, eval after {a.wall_s / 60:.1f}) |",
+    ]
+    st = result.stages_s
+    lines.append(
+        f"| training time per stage (summed over rollouts/steps) | rollouts {st['rollouts_s']:.0f} s, grading "
+        f"{st['grading_s']:.0f} s, learner steps {st['learner_s']:.0f} s, weight swap (generation paused) "
+        f"{st['swap_paused_s']:.1f} s |"
+    )
+    lines += _timing_rows(figures)
+    lines.append(f"| PNG | {png} |")
+    return "\n".join(lines)
+
+
+def comparison(arms: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """What the lag comparison concludes from its arms' figures (``arm`` below): the ratio lag 1 / lag 0 of the
+    wall time per step, and whether lag 1's eval pass@1 after training is within lag 0's 95% interval or above."""
+    slow, fast = (arms[lag] for lag in COMPARED_LAGS)
+    out: dict[str, Any] = {"wall_s_per_step_ratio_lag1_over_lag0": None}
+    if slow["timing"] and fast["timing"]:
+        out["wall_s_per_step_ratio_lag1_over_lag0"] = (
+            fast["timing"]["wall_s_per_step"] / slow["timing"]["wall_s_per_step"]
+        )
+    out["eval_after_lag1_within_or_above_lag0_interval"] = (
+        fast["eval_after"]["pass_at_1"] >= slow["eval_after"]["interval_95"][0]
+    )
+    return out
+
+
+def comparison_table(arms: dict[int, dict[str, Any]], verdict: dict[str, Any]) -> str:
+    """One table, a column per lag."""
+
+    def cells(fmt: Any) -> str:
+        return " | ".join(fmt(arms[lag]) for lag in COMPARED_LAGS)
+
+    def timing(key: str, spec: str) -> Any:
+        return lambda a: "-" if a["timing"] is None else format(a["timing"][key], spec)
+
+    def evaluation(name: str) -> Any:
+        def fmt(a: dict[str, Any]) -> str:
+            e = a[name]
+            lo, hi = e["interval_95"]
+            return f"{e['pass_at_1']:.1%} ({lo:.1%}–{hi:.1%}, {e['samples']} samples)"
+
+        return fmt
+
+    ratio = verdict["wall_s_per_step_ratio_lag1_over_lag0"]
+    first = arms[COMPARED_LAGS[0]]
+    lines = [
+        f"learning bench, max_policy_lag {' vs '.join(map(str, COMPARED_LAGS))} — start: "
+        f"{first['machine_start']}; end: {arms[COMPARED_LAGS[-1]]['machine_end']}",
+        "",
+        "| measure | " + " | ".join(f"lag {lag}" for lag in COMPARED_LAGS) + " |",
+        "|---|" + "---|" * len(COMPARED_LAGS),
+        f"| training run | {cells(lambda a: a['train_run'])} |",
+        f"| wall time per learner step (s) | {cells(timing('wall_s_per_step', '.1f'))} |",
+        f"| inference busy fraction | {cells(timing('inference_busy_fraction', '.0%'))} |",
+        f"| learner busy fraction | {cells(timing('learner_busy_fraction', '.0%'))} |",
+        f"| policy lag of trained tokens, mean | {cells(timing('policy_lag_mean', '.2f'))} |",
+        f"| policy lag of trained tokens, max | {cells(timing('policy_lag_max', 'd'))} |",
+        "| training reward per step | "
+        + cells(lambda a: " ".join(f"{r:.2f}" for r in a["reward_per_step"]))
+        + " |",
+        f"| eval pass@1, version 0 | {cells(evaluation('eval_before'))} |",
+        f"| eval pass@1 after training | {cells(evaluation('eval_after'))} |",
+        f"| groups dropped as stale | {cells(lambda a: str(a['groups_stale']))} |",
+        f"| PNG | {cells(lambda a: a['png'])} |",
+        "",
+        "wall time per step, lag 1 / lag 0: " + ("-" if ratio is None else f"{ratio:.2f}"),
+        "eval pass@1 after training, lag 1 within lag 0's 95% interval or above: "
+        + ("yes" if verdict["eval_after_lag1_within_or_above_lag0_interval"] else "no"),
+        f"CPU pinning (HARNESSRL_PIN_CPUS): {first['pinned_cpus'] or 'off'}",
+    ]
+    return "\n".join(lines)
+
+
+@click.command("learning")
+@click.option("--steps", type=int, help="Learner steps (default: the recipe's).")
+@click.option("--learning-rate", type=float)
+@click.option("--group-size", type=int)
+@click.option("--groups-per-step", type=int)
+@click.option("--temperature", type=float)
+@click.option("--max-tokens", type=int)
+@click.option("--eval-samples", type=int, help="Samples per eval task.")
+@click.option("--train-tasks", type=int, help="Distinct train tasks cycled through.")
+@click.option("--seed", type=int)
+@click.option(
+    "--max-policy-lag",
+    type=click.IntRange(0, 1000),
+    help="The training run's grpo.max_policy_lag: versions sampling may run ahead of the learner (default: unset, "
+    "on-policy).",
+)
+@click.option(
+    "--compare-lags",
+    is_flag=True,
+    help="Train at max_policy_lag 0, then 1 (same seed and steps, each in a fresh suite with its evals) and "
+    "report both side by side.",
+)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="PNG path.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
+@click.option("--quiet/--verbose", default=True, help="Hide service logs.")
+def bench_learning(
+    out: Path | None, as_json: bool, quiet: bool, compare_lags: bool, **overrides: Any
+) -> None:
+    """Eval version 0, train, eval the last version on SmolLM2-135M-Instruct; figures and a PNG."""
+    from services.cli.learning import RECIPE, suite_settings
+    from shared.settings import get_settings
+
+    if compare_lags and overrides["max_policy_lag"] is not None:
+        raise click.UsageError("--compare-lags trains at max_policy_lag 0 and 1; leave out --max-policy-lag")
+    known = {f.name for f in fields(RECIPE)}
+    recipe = replace(RECIPE, **{k: v for k, v in overrides.items() if v is not None and k in known})
+    settings = suite_settings(get_settings(), recipe)
+    if not compare_lags:
+        figures = arm(settings, recipe, out, quiet)
+        one_table = figures.pop("table")
+        click.echo(json.dumps(figures, default=str) if as_json else one_table)
+        return
+    arms = {}
+    for lag in COMPARED_LAGS:
+        png = None if out is None else out.with_name(f"{out.stem}-lag{lag}{out.suffix}")
+        arms[lag] = arm(settings, replace(recipe, max_policy_lag=lag), png, quiet)
+        arms[lag].pop("table")
+    verdict = comparison(arms)
+    if as_json:
+        click.echo(json.dumps({"arms": {str(k): v for k, v in arms.items()}, **verdict}, default=str))
+    else:
+        click.echo(comparison_table(arms, verdict))
+
+
+def arm(settings: Any, recipe: Any, out: Path | None, quiet: bool) -> dict[str, Any]:
+    """One learning procedure in a suite of its own: its figures (``LearningResult.as_dict`` plus the training
+    run's time figures, the machine, the PNG) and, under ``table``, the one-arm table."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from services.cli.learning import plot, run_learning
+    from services.cli.up import cpu_split, running_suite
+
+    machine_start = describe_machine()
+    console = Console(stderr=True)
+    started = time.monotonic()
+    with running_suite(settings, echo=not quiet) as suite, Progress(
+        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(), console=console,
+    ) as progress:  # fmt: skip
+
+        def progress_for(label: str, total: int):  # type: ignore[no-untyped-def]
+            lag = "" if recipe.max_policy_lag is None else f" (max_policy_lag {recipe.max_policy_lag})"
+            bar = progress.add_task(label + lag, total=total)
+            return lambda done, _total: progress.update(bar, completed=done)
+
+        result = run_learning(suite, suite.settings, recipe, progress_for)
+        png = plot(result, out or suite.settings.data_dir / "bench" / f"learning-{result.train_run}.png")
+        rows = training_rows(suite.settings, result.train_run)
+    timing = step_figures(rows)
+    split = cpu_split(settings)
+    figures = result.as_dict() | {
+        "timing": None if timing is None else timing.as_dict(),
+        "groups_stale": sum(r["groups_stale"] for r in rows),
+        "pinned_cpus": None
+        if split is None
+        else {"inference": sorted(split[0]), "learner": sorted(split[1])},
+        "machine_start": machine_start,
+        "machine_end": describe_machine(),
+        "png": str(png),
+        "total_wall_s": time.monotonic() - started,
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+    }
+    figures["table"] = table(result, machine_start, figures["machine_end"], png, timing)
+    return figures

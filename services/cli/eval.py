@@ -1,0 +1,202 @@
+"""``harnessrl eval``: evaluate a policy without training, through the same gateway, sandboxes and grader.
+
+It creates an eval through the REST API (``POST /v1/evals``, ``services/api/evals.py``), waits for it (the eval
+takes the inference pool in turn; the pool loads the evaluated policy), and prints pass@1 and pass@k with 95 %
+intervals, or, with ``--json``, the eval's document (``GET /v1/evals/{id}``) as one JSON object. Its rollouts and
+figures stay as rows (``evals``, and the eval run's ``rollouts``/``rewards``/``calls``; ``docs/sql-cookbook.md``).
+
+A bad dataset, split, harness, run, version or model directory exits 2 with one line naming it, and creates
+nothing (the api checks every field before it writes).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from services.api.client import ApiClient, ApiClientError, default_api_url
+from shared.harnesses import HARNESS_NAMES
+from shared.settings import load_settings
+from shared.statuses import RUN_FINISHED
+from shared.tasks import TaskError, load_tasks
+
+FINISHED = tuple(str(s) for s in RUN_FINISHED)
+# The api's field paths, as the options that set them.
+OPTION_OF = {
+    "body.dataset": "--dataset", "body.split": "--split", "body.tasks": "--tasks-file", "body.run_id": "--run",
+    "body.version": "--version", "body.model_dir": "--model-dir", "body.harness": "--harness",
+    "body.samples": "--samples", "body.seed": "--seed", "body.instance_ids": "--instance",
+    "body.sampling": "--sampling", "body.limits": "--limit",
+}  # fmt: skip
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    click.echo(f"harnessrl: {message.splitlines()[0]}", err=True)
+    sys.exit(code)
+
+
+def _as_option(error: ApiClientError) -> str:
+    loc = error.detail[0]["loc"] if error.detail else ""
+    message = error.detail[0]["msg"] if error.detail else error.message
+    for prefix, option in OPTION_OF.items():
+        if loc == prefix or loc.startswith(prefix + "."):
+            return f"{option}{loc[len(prefix) :]}: {message}"
+    return f"{loc}: {message}" if loc else message
+
+
+def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            fail(f"{option}: expected KEY=VALUE, got {pair!r}")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+def describe_policy(detail: dict[str, Any]) -> str:
+    source, version = detail["source"], detail["version"]
+    if source == "model_dir":
+        return f"model directory {detail['model_dir']} (version 0)"
+    if detail["source_run_id"] is None:
+        return "the base weights (version 0)"
+    kind = {"base": "base weights", "weights": "full weights", "adapter": "LoRA adapter"}[source]
+    return f"run {detail['source_run_id']} version {version} ({kind})"
+
+
+def figures_text(detail: dict[str, Any]) -> str:
+    result = detail["result"]
+    where = detail["dataset"] + (f"/{detail['split']}" if detail["split"] else "")
+    lines = [
+        f"eval {detail['id']} ({detail['status']}): {where}, {result['tasks'] if result else '?'} tasks × "
+        f"{detail['samples_per_task']} samples, harness {detail['harness']}, policy {describe_policy(detail)}"
+        + (f", seed {detail['seed']}" if detail["seed"] is not None else ""),
+    ]
+    if result is None:
+        lines.append(f"no figures: {detail['error'] or 'not finished'}")
+        return "\n".join(lines)
+    lo, hi = result["pass_at_1_interval"]
+    lines.append(
+        f"pass@1 {result['pass_at_1']:.3f} (95% CI {lo:.3f}-{hi:.3f}; {result['passed']}/{result['samples']} "
+        "samples passed" + (f", {result['failed']} ended without a reward" if result["failed"] else "") + ")"
+    )
+    lo, hi = result["pass_at_k_interval"]
+    lines.append(
+        f"pass@{result['k']} {result['pass_at_k']:.3f} (95% CI {lo:.3f}-{hi:.3f}; over {result['tasks']} tasks)"
+    )
+    lines.append(f"policy versions the calls recorded: {detail['policy_versions']}")
+    return "\n".join(lines)
+
+
+@click.command("eval")
+@click.option(
+    "--dataset", default=None, help="Bundled dataset (e.g. swe_micro), or a label for --tasks-file."
+)
+@click.option("--split", default=None, help="A split of the bundled dataset (e.g. eval).")
+@click.option("--tasks-file", type=click.Path(dir_okay=False, path_type=Path), help="Your own JSONL tasks.")
+@click.option("--instance", "instance_ids", multiple=True, help="Only these instance ids (repeatable).")
+@click.option("--harness", required=True, help=f"One of: {', '.join(HARNESS_NAMES)}.")
+@click.option("--harness-command", default=None, help="For --harness shell: a command with {instruction}.")
+@click.option(
+    "--harness-option", "harness_options", multiple=True, metavar="KEY=VALUE", help="e.g. bare=true."
+)
+@click.option("--samples", type=int, default=1, show_default=True, help="Samples per task (k of pass@k).")
+@click.option(
+    "--run", "run_id", default=None, help="Evaluate this training run's version (default: base model)."
+)
+@click.option("--version", type=int, default=None, help="With --run: the version (default: its newest).")
+@click.option(
+    "--model-dir", default=None, help="Evaluate the weights of this model directory (same architecture)."
+)
+@click.option(
+    "--seed", type=int, default=None, help="Sampling seed: the same seed samples the same calls again."
+)
+@click.option("--sampling", "sampling", multiple=True, metavar="KEY=VALUE", help="e.g. temperature=0.7.")
+@click.option(
+    "--limit", "limits", multiple=True, metavar="KEY=VALUE", help="Rollout limit (e.g. wall_clock_s=600)."
+)
+@click.option("--name", default="")
+@click.option(
+    "--timeout", "timeout_s", type=float, default=None, help="Give up waiting after this many seconds."
+)
+@click.option("--api", "api_url", envvar="HARNESSRL_API_URL", default=None, help="API base URL.")
+@click.option("--json", "as_json", is_flag=True, help="Print the eval's JSON document (one object).")
+def eval_command(
+    dataset: str | None, split: str | None, tasks_file: Path | None, instance_ids: tuple[str, ...], harness: str,
+    harness_command: str | None, harness_options: tuple[str, ...], samples: int, run_id: str | None,
+    version: int | None, model_dir: str | None, seed: int | None, sampling: tuple[str, ...],
+    limits: tuple[str, ...], name: str, timeout_s: float | None, api_url: str | None, as_json: bool,
+) -> None:  # fmt: skip
+    """Evaluate a policy (the base model, a run's version, or a model directory) on tasks: pass@1 and pass@k."""
+    if harness not in HARNESS_NAMES:
+        fail(f"--harness: unknown harness {harness!r} (one of {', '.join(HARNESS_NAMES)})")
+    if dataset is None and tasks_file is None:
+        fail("--dataset or --tasks-file: name the tasks to evaluate on")
+    if model_dir is not None and (run_id is not None or version is not None):
+        fail("--model-dir: give either --model-dir or --run/--version, not both")
+    if version is not None and run_id is None and version != 0:
+        fail("--version: a version above 0 needs --run (the run that published it)")
+    options = _key_values(harness_options, "--harness-option")
+    if harness_command is not None:
+        options["command"] = harness_command
+    settings = load_settings()
+    body: dict[str, Any] = {
+        "name": name, "harness": {"name": harness, **options}, "samples": samples,
+        "sampling": _key_values(sampling, "--sampling"), "limits": _key_values(limits, "--limit"),
+    }  # fmt: skip
+    for key, value in (("dataset", dataset), ("split", split), ("run_id", run_id), ("version", version),
+                       ("model_dir", model_dir), ("seed", seed)):  # fmt: skip
+        if value is not None:
+            body[key] = value
+    if instance_ids:
+        body["instance_ids"] = list(instance_ids)
+    if tasks_file is not None:
+        if split is not None:
+            fail("--split: selects from a bundled --dataset only, not from --tasks-file")
+        try:
+            body["tasks"] = [task.model_dump(mode="json") for task in load_tasks(tasks_file)]
+        except TaskError as exc:
+            fail(f"--tasks-file: {exc}")
+        body.setdefault("dataset", tasks_file.stem)
+    client = ApiClient(api_url or default_api_url(settings), settings.api_token, timeout_s=60)
+    try:
+        try:
+            created = client.create_eval(body)
+        except ApiClientError as exc:
+            fail(
+                _as_option(exc) if 400 <= exc.status < 500 else exc.message,
+                2 if 400 <= exc.status < 500 else 1,
+            )
+        detail = wait(client, created["id"], timeout_s, quiet=as_json)
+    except ApiClientError as exc:
+        fail(exc.message, 1)
+    finally:
+        client.close()
+    click.echo(json.dumps(detail, sort_keys=True) if as_json else figures_text(detail))
+    if detail["status"] not in FINISHED:
+        fail(f"eval {detail['id']} still {detail['status']} after {timeout_s}s", 3)
+    if detail["status"] != "completed":
+        sys.exit(1)
+
+
+def wait(client: ApiClient, eval_id: str, timeout_s: float | None, quiet: bool) -> dict[str, Any]:
+    """Poll the eval until it ends (or ``timeout_s``); progress on stderr unless ``quiet``."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    shown = None
+    while True:
+        detail = client.get_eval(eval_id)
+        line = f"eval {eval_id}: {detail['status']}, {detail['rollouts_done']}/{detail['rollouts_total']} rollouts done"
+        if not quiet and line != shown:
+            click.echo(line, err=True)
+            shown = line
+        if detail["status"] in FINISHED or (deadline is not None and time.monotonic() >= deadline):
+            return detail
+        time.sleep(2)

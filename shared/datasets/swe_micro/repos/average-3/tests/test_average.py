@@ -1,0 +1,5 @@
+from means import average
+
+
+def test_empty():
+    assert average([]) == 0.0

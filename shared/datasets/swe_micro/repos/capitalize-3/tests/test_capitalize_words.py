@@ -1,0 +1,5 @@
+from titles import capitalize_words
+
+
+def test_one_word():
+    assert capitalize_words("python") == "Python"

@@ -1,0 +1,13 @@
+from letters import count_vowels
+
+
+def test_lowercase():
+    assert count_vowels("banana") == 3
+
+
+def test_uppercase():
+    assert count_vowels("APPLE") == 2
+
+
+def test_no_vowels():
+    assert count_vowels("rhythm") == 0

@@ -1,0 +1,3 @@
+def count_words(text):
+    """Number of words in text (words are separated by whitespace)."""
+    return len(text)

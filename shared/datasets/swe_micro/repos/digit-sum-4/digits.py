@@ -1,0 +1,3 @@
+def digit_sum(n):
+    """Sum of the decimal digits of the integer n (the sign is ignored)."""
+    return sum(1 + int(d) for d in str(abs(n)))

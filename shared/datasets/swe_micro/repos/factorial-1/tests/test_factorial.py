@@ -1,0 +1,9 @@
+from combinatorics import factorial
+
+
+def test_zero():
+    assert factorial(0) == 1
+
+
+def test_one():
+    assert factorial(1) == 1

@@ -1,0 +1,5 @@
+from temperature import to_fahrenheit
+
+
+def test_freezing():
+    assert to_fahrenheit(0) == 32

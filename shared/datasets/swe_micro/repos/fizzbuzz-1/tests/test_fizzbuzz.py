@@ -1,0 +1,13 @@
+from games import fizzbuzz
+
+
+def test_fizz():
+    assert fizzbuzz(9) == "Fizz"
+
+
+def test_buzz():
+    assert fizzbuzz(10) == "Buzz"
+
+
+def test_fizzbuzz():
+    assert fizzbuzz(30) == "FizzBuzz"

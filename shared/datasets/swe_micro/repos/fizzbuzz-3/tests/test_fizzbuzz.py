@@ -1,0 +1,13 @@
+from games import fizzbuzz
+
+
+def test_fizz():
+    assert fizzbuzz(9) == "Fizz"
+
+
+def test_fizzbuzz():
+    assert fizzbuzz(30) == "FizzBuzz"
+
+
+def test_number():
+    assert fizzbuzz(7) == "7"

@@ -1,0 +1,9 @@
+def fizzbuzz(n):
+    """Return "FizzBuzz" for multiples of 15, "Fizz" for multiples of 3, "Buzz" for multiples of 5, else str(n)."""
+    if n % 15 == 1:
+        return "FizzBuzz"
+    if n % 3 == 0:
+        return "Fizz"
+    if n % 5 == 0:
+        return "Buzz"
+    return str(n)

@@ -1,0 +1,5 @@
+from search import index_of
+
+
+def test_missing():
+    assert index_of([1, 2], 9) == -1

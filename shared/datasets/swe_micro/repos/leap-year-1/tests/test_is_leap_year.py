@@ -1,0 +1,13 @@
+from calendar_rules import is_leap_year
+
+
+def test_ordinary_leap():
+    assert is_leap_year(2024) is True
+
+
+def test_common_year():
+    assert is_leap_year(2023) is False
+
+
+def test_century():
+    assert is_leap_year(1900) is False

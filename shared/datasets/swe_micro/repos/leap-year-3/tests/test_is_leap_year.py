@@ -1,0 +1,9 @@
+from calendar_rules import is_leap_year
+
+
+def test_common_year():
+    assert is_leap_year(2023) is False
+
+
+def test_century():
+    assert is_leap_year(1900) is False

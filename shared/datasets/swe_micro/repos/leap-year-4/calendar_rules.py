@@ -1,0 +1,3 @@
+def is_leap_year(year):
+    """True for leap years of the Gregorian calendar."""
+    return year % 4 == 0 or (year % 100 != 0 or year % 400 == 0)

@@ -1,0 +1,9 @@
+from calendar_rules import is_leap_year
+
+
+def test_ordinary_leap():
+    assert is_leap_year(2024) is True
+
+
+def test_four_hundred():
+    assert is_leap_year(2000) is True

@@ -1,0 +1,5 @@
+from sentences import reverse_words
+
+
+def test_single():
+    assert reverse_words("alone") == "alone"

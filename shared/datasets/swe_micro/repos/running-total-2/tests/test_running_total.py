@@ -1,0 +1,5 @@
+from totals import running_total
+
+
+def test_empty():
+    assert running_total([]) == []

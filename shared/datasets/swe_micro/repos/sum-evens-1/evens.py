@@ -1,0 +1,3 @@
+def sum_of_evens(numbers):
+    """Sum of the even numbers in the list."""
+    return sum(n for n in numbers if n % 2 == 1)

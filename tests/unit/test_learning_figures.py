@@ -1,0 +1,99 @@
+"""The learning bench's arithmetic: Wilson 95% intervals, the reward rise (last three steps vs first three), the
+estimate the demo prints."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.cli.learning import RECIPE, EvalResult, LearningResult
+from shared.eval_stats import wilson_interval
+
+pytestmark = pytest.mark.unit
+
+
+def test_wilson_interval_matches_known_values() -> None:
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    lo, hi = wilson_interval(14, 72)
+    assert (round(lo, 3), round(hi, 3)) == (0.120, 0.300)
+    lo, hi = wilson_interval(0, 64)
+    assert lo == 0.0 and 0.05 < hi < 0.06
+    lo, hi = wilson_interval(64, 64)
+    assert hi == 1.0 and 0.94 < lo < 0.95
+
+
+def test_reward_rise_and_figures() -> None:
+    before, after = EvalResult("a", 10, 72, [0], 60.0), EvalResult("b", 20, 72, [8], 60.0)
+    result = LearningResult({}, "run", before, after, [0.1, 0.2, 0.0, 0.3, 0.4, 0.5, 0.4, 0.6], [], {}, 1.0)
+    assert result.reward_rise == pytest.approx(0.5 - 0.1)
+    figures = result.as_dict()
+    assert figures["eval_rise_points"] == pytest.approx(100 * 10 / 72)
+    assert figures["eval_after"]["interval_95"] == list(wilson_interval(20, 72))
+
+
+def test_the_demo_estimate_stays_within_half_an_hour_on_a_quiet_machine() -> None:
+    assert RECIPE.estimate_minutes(eval_tasks=24, load=1.0) <= 30
+    assert RECIPE.estimate_minutes(eval_tasks=24, load=16.0) > RECIPE.estimate_minutes(
+        eval_tasks=24, load=1.0
+    )
+
+
+def test_quick_only_demo_options_without_quick_are_a_usage_error() -> None:
+    """``--steps`` and the other --quick shapes would be ignored by the learning demo: refused before anything
+    starts, naming each one."""
+    from click.testing import CliRunner
+
+    from services.cli.demo import demo
+
+    result = CliRunner().invoke(demo, ["--steps", "2", "--tasks", "1"])
+    assert result.exit_code == 2, result.output
+    assert "--steps, --tasks shape the --quick run only" in result.output
+
+
+def _arm(lag: int, wall_per_step: float, inference: float, passed: int) -> dict:  # type: ignore[type-arg]
+    from services.cli.learning import wilson_interval
+
+    def evaluation(n: int) -> dict:  # type: ignore[type-arg]
+        return {"pass_at_1": n / 72, "interval_95": list(wilson_interval(n, 72)), "samples": 72}
+
+    return {
+        "train_run": f"run_lag{lag}", "reward_per_step": [0.1, 0.3], "eval_before": evaluation(8),
+        "eval_after": evaluation(passed), "groups_stale": 0, "png": f"lag{lag}.png", "pinned_cpus": None,
+        "machine_start": "quiet", "machine_end": "quiet",
+        "timing": {"steps": 8, "wall_s": 8 * wall_per_step, "wall_s_per_step": wall_per_step,
+                   "inference_busy_fraction": inference, "learner_busy_fraction": 0.3, "policy_lag_mean": lag / 2,
+                   "policy_lag_max": lag},
+    }  # fmt: skip
+
+
+def test_the_lag_comparison_reports_the_step_time_ratio_and_the_eval_check() -> None:
+    from services.cli.bench_learning import comparison, comparison_table
+
+    arms = {0: _arm(0, 200.0, 0.40, 16), 1: _arm(1, 140.0, 0.62, 10)}
+    verdict = comparison(arms)
+    assert verdict["wall_s_per_step_ratio_lag1_over_lag0"] == pytest.approx(0.7)
+    # 10/72 = 13.9% against lag 0's 16/72 = 22.2% (95% CI from 14.1%): below the interval.
+    assert verdict["eval_after_lag1_within_or_above_lag0_interval"] is False
+    assert comparison({0: arms[0], 1: _arm(1, 140.0, 0.62, 11)})[
+        "eval_after_lag1_within_or_above_lag0_interval"
+    ]
+    text = comparison_table(arms, verdict)
+    assert "| wall time per learner step (s) | 200.0 | 140.0 |" in text
+    assert "| inference busy fraction | 40% | 62% |" in text
+    assert "| policy lag of trained tokens, mean | 0.00 | 0.50 |" in text
+    assert "| training reward per step | 0.10 0.30 | 0.10 0.30 |" in text
+    assert "wall time per step, lag 1 / lag 0: 0.70" in text and "or above: no" in text
+
+    unmeasured = {0: {**arms[0], "timing": None}, 1: arms[1]}
+    assert comparison(unmeasured)["wall_s_per_step_ratio_lag1_over_lag0"] is None
+    assert "| wall time per learner step (s) | - | 140.0 |" in comparison_table(
+        unmeasured, comparison(unmeasured)
+    )
+
+
+def test_compare_lags_with_a_lag_of_its_own_is_a_usage_error() -> None:
+    from click.testing import CliRunner
+
+    from services.cli.bench_learning import bench_learning
+
+    result = CliRunner().invoke(bench_learning, ["--compare-lags", "--max-policy-lag", "2"])
+    assert result.exit_code == 2 and "leave out --max-policy-lag" in result.output, result.output
