@@ -14,4 +14,5 @@ pytest_plugins = [
     "tests.fixtures.learner",
     "tests.fixtures.product",
     "tests.fixtures.suite",
+    "tests.fixtures.compose",
 ]

@@ -19,24 +19,27 @@ import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar, get_args
+from typing import Any, TypeVar
 
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from services.api import rollouts, runs
+from services.api import evals, rollouts, runs
 from services.api.errors import ApiError, Invalid, NotFound, Unauthorized
 from services.api.openapi import MAX_PAGE, build_openapi
 from services.api.plot import reward_curve_png
-from services.api.scheduler import Scheduler, SendRollout, enqueue_pending
-from services.api.schemas import Health, RunCreate, RunStatus, TasksAdd
+from services.api.scheduler import PoolGate, Scheduler, SendRollout, enqueue_pending
+from services.api.schemas import EvalCreate, Health, RunCreate, TasksAdd
 from shared.db import async_session_factory, async_session_scope, make_async_engine
 from shared.logging import bind
 from shared.metrics import RUNS_CREATED, instrument_app
 from shared.objectstore import ObjectStore, open_store
 from shared.queues import RUN_ROLLOUT, make_celery
+from shared.run_config import read_run_config
 from shared.settings import Settings
+from shared.statuses import RUN_STATUSES
+from shared.tensorboard import ScalarLog
 
 log = logging.getLogger(__name__)
 
@@ -144,16 +147,21 @@ async def openapi_document(request: web.Request) -> web.Response:
 async def create_run(request: web.Request) -> web.Response:
     body = await _body(request, RunCreate)
     key = _idempotency_key(request)
+    warnings = await asyncio.to_thread(runs.preflight_run, body, request.app[SETTINGS])
     async with async_session_scope(request.app[SESSIONS]) as session:
-        run, created = await runs.create_run(session, body, key)
+        run, created = await runs.create_run(session, body, key, queued=request.app[SETTINGS].pool_exclusive)
     with bind(run_id=run.id):
         if created:
             RUNS_CREATED.labels(harness=run.harness).inc()
-            log.info("run created", extra={"harness": run.harness, "tasks": len(run.config["task_ids"])})
+            log.info(
+                "run created", extra={"harness": run.harness, "tasks": len(read_run_config(run).task_ids)}
+            )
             await _enqueue_now(request.app, run.id)
         async with async_session_scope(request.app[SESSIONS]) as session:
             detail = await runs.run_detail(session, run.id)
-    return _model_response(detail, 201 if created else 200)
+    for warning in warnings:
+        log.warning("run %s: %s", run.id, warning)
+    return _model_response(detail.model_copy(update={"warnings": warnings}), 201 if created else 200)
 
 
 async def _enqueue_now(app: web.Application, run_id: str) -> None:
@@ -164,11 +172,22 @@ async def _enqueue_now(app: web.Application, run_id: str) -> None:
         log.warning("enqueue deferred to the scheduler", exc_info=True)
 
 
+def _known_query(request: web.Request, *names: str) -> None:
+    """A query parameter the document does not list is a mistake (a typo'd ``stauts=failed`` would silently list
+    every run): refused, naming it."""
+    for name in request.query:
+        if name not in names:
+            raise Invalid.field(
+                f"query.{name}", f"unknown query parameter (known: {', '.join(names)})", "extra_forbidden"
+            )
+
+
 async def list_runs(request: web.Request) -> web.Response:
+    _known_query(request, "limit", "cursor", "status")
     limit = _int_query(request, "limit", 50, 1, MAX_PAGE)
     status = request.query.get("status")
-    if status is not None and status not in get_args(RunStatus):
-        raise Invalid.field("query.status", f"one of {', '.join(get_args(RunStatus))}")
+    if status is not None and status not in RUN_STATUSES:
+        raise Invalid.field("query.status", f"one of {', '.join(RUN_STATUSES)}")
     async with async_session_scope(request.app[SESSIONS]) as session:
         items, next_cursor = await runs.list_runs(session, limit, request.query.get("cursor"), status)
     page = {"items": [i.model_dump(mode="json") for i in items], "next_cursor": next_cursor}
@@ -202,6 +221,25 @@ async def stop_run(request: web.Request) -> web.Response:
     async with async_session_scope(request.app[SESSIONS]) as session:
         summary = await runs.run_summary(session, run_id)
     return _model_response(summary)
+
+
+async def create_eval(request: web.Request) -> web.Response:
+    body = await _body(request, EvalCreate)
+    settings = request.app[SETTINGS]
+    if body.harness.name == "shell":
+        await asyncio.to_thread(runs.check_harness_paths, body.harness, settings)
+    async with async_session_scope(request.app[SESSIONS]) as session:
+        run = await evals.create_eval(session, body, settings.served_model_name)
+    log.info("eval created", extra={"run_id": run.id, "harness": run.harness})
+    async with async_session_scope(request.app[SESSIONS]) as session:
+        detail = await evals.eval_detail(session, run.id)
+    return _model_response(detail, 201)
+
+
+async def get_eval(request: web.Request) -> web.Response:
+    async with async_session_scope(request.app[SESSIONS]) as session:
+        detail = await evals.eval_detail(session, request.match_info["eval_id"])
+    return _model_response(detail)
 
 
 async def get_rollout(request: web.Request) -> web.Response:
@@ -252,7 +290,13 @@ def create_app(
             app[SEND_ROLLOUT] = send_rollout
         else:
             app[SEND_ROLLOUT], close_sender = _celery_sender(settings)
-        loop = Scheduler(app[SESSIONS], app[SEND_ROLLOUT], scheduler_interval_s)
+        loop = Scheduler(
+            app[SESSIONS],
+            app[SEND_ROLLOUT],
+            scheduler_interval_s,
+            PoolGate(settings.redis_url, settings.pool_exclusive),
+            ScalarLog(settings, app[STORE], writer="api"),
+        )
         try:
             if scheduler:
                 async with loop.running():
@@ -272,5 +316,7 @@ def create_app(
     app.router.add_get("/v1/runs/{run_id}/plot", plot_run)
     app.router.add_post("/v1/runs/{run_id}/tasks", add_tasks)
     app.router.add_post("/v1/runs/{run_id}/stop", stop_run)
+    app.router.add_post("/v1/evals", create_eval)
+    app.router.add_get("/v1/evals/{eval_id}", get_eval)
     app.router.add_get("/v1/rollouts/{rollout_id}", get_rollout)
     return app

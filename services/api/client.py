@@ -90,5 +90,11 @@ class ApiClient:
     def stop_run(self, run_id: str) -> dict[str, Any]:
         return self._request("POST", f"/v1/runs/{run_id}/stop").json()  # type: ignore[no-any-return]
 
+    def create_eval(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._request("POST", "/v1/evals", json=body).json()  # type: ignore[no-any-return]
+
+    def get_eval(self, eval_id: str) -> dict[str, Any]:
+        return self._request("GET", f"/v1/evals/{eval_id}").json()  # type: ignore[no-any-return]
+
     def get_rollout(self, rollout_id: str) -> dict[str, Any]:
         return self._request("GET", f"/v1/rollouts/{rollout_id}").json()  # type: ignore[no-any-return]

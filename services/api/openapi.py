@@ -7,11 +7,12 @@ here actually occurs, so the document cannot drift from the handlers silently.
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
 from services.api import schemas
+from shared.statuses import RUN_STATUSES
 
 REF = "#/components/schemas/{model}"
 MAX_PAGE = 200
@@ -47,6 +48,7 @@ def _path_param(name: str, description: str) -> dict[str, Any]:
 
 RUN_ID = _path_param("run_id", "Run id (run_...).")
 ROLLOUT_ID = _path_param("rollout_id", "Rollout id (ro_...).")
+EVAL_ID = _path_param("eval_id", "Eval id (eval_...).")
 IDEMPOTENCY_KEY = {
     "name": "Idempotency-Key",
     "in": "header",
@@ -65,6 +67,8 @@ def build_openapi() -> dict[str, Any]:
         [
             (schemas.RunCreate, "validation"),
             (schemas.TasksAdd, "validation"),
+            (schemas.EvalCreate, "validation"),
+            (schemas.EvalDetail, "serialization"),
             (schemas.Error, "serialization"),
             (schemas.Health, "serialization"),
             (schemas.RunPage, "serialization"),
@@ -147,7 +151,7 @@ def build_openapi() -> dict[str, Any]:
                             "name": "status",
                             "in": "query",
                             "required": False,
-                            "schema": {"type": "string", "enum": list(get_args(schemas.RunStatus))},
+                            "schema": {"type": "string", "enum": list(RUN_STATUSES)},
                         },
                     ],
                     "responses": {
@@ -199,6 +203,32 @@ def build_openapi() -> dict[str, Any]:
                     "responses": {
                         "200": _json("The run is stopping (or already stopped).", schemas.RunSummary),
                         **_errors(401, 404, 409),
+                    },
+                }
+            },
+            "/v1/evals": {
+                "post": {
+                    "operationId": "createEval",
+                    "requestBody": _body(schemas.EvalCreate),
+                    "responses": {
+                        "201": _json(
+                            "Eval created, queued for the inference pool; its result comes with GET.",
+                            schemas.EvalDetail,
+                        ),
+                        **_errors(401, 422),
+                    },
+                }
+            },
+            "/v1/evals/{eval_id}": {
+                "get": {
+                    "operationId": "getEval",
+                    "parameters": [EVAL_ID],
+                    "responses": {
+                        "200": _json(
+                            "What is evaluated, progress, and pass@1 / pass@k once every rollout ended.",
+                            schemas.EvalDetail,
+                        ),
+                        **_errors(401, 404),
                     },
                 }
             },

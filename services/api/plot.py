@@ -1,6 +1,7 @@
 """The reward-curve PNG of a run (``GET /v1/runs/{id}/plot``, and the demo's summary), drawn with matplotlib Agg.
 
-Top panel: mean reward per sampling step with a +-1 std band and min/max ticks. Bottom panel (when the learner
+Top panel: mean reward per sampling step with a +-1 std band and min/max ticks, and, for a run with
+``config.eval``, eval pass@1 with its 95 % interval at each step an eval ran before. Bottom panel (when the learner
 has written steps): loss and KL per learner step. Pure function of the detail document, so the CLI and tests
 can draw the same picture without the server.
 """
@@ -35,8 +36,23 @@ def reward_curve_png(detail: RunDetail, dpi: int = 100) -> bytes:
             reward_ax.plot(steps, mean, marker="o", label="mean reward")
             reward_ax.scatter(steps, [p.reward_max for p in points], marker="^", s=12, label="max")
             reward_ax.scatter(steps, [p.reward_min for p in points], marker="v", s=12, label="min")
+        evals = [p for p in detail.eval_curve if p.pass_at_1 is not None]
+        if evals:
+            at = [p.at_step for p in evals]
+            value = [p.pass_at_1 or 0.0 for p in evals]
+            low = [
+                v - (v if p.pass_at_1_low is None else p.pass_at_1_low)
+                for v, p in zip(value, evals, strict=True)
+            ]
+            high = [
+                (v if p.pass_at_1_high is None else p.pass_at_1_high) - v
+                for v, p in zip(value, evals, strict=True)
+            ]
+            reward_ax.errorbar(at, value, yerr=[low, high], fmt="s--", capsize=4, color="tab:red",
+                               label="eval pass@1 (95% CI)")  # fmt: skip
+        if points or evals:
             reward_ax.legend(loc="best", fontsize=8)
-        else:
+        if not points:
             reward_ax.text(
                 0.5, 0.5, "no graded rollouts yet", ha="center", va="center", transform=reward_ax.transAxes
             )

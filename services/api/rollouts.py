@@ -16,6 +16,7 @@ from services.api.errors import NotFound
 from services.api.schemas import CallOut, ChainOut, ObjectLink, Patch, RewardOut, RolloutDetail, TaskRef
 from shared.models import Call, Chain, Group, Reward, Rollout, Task
 from shared.objectstore import ObjectNotFound, ObjectStore
+from shared.trajectory import rollout_logs_prefix, rows_by_chain
 
 PATCH_INLINE_BYTES = 256 * 1024
 LINK_EXPIRES_S = 3600
@@ -46,7 +47,7 @@ def _patch(store: ObjectStore, key: str | None) -> Patch | None:
 
 
 def _logs(store: ObjectStore, rollout: Rollout) -> list[ObjectLink]:
-    keys = list(store.list(f"logs/{rollout.run_id}/{rollout.id}/"))
+    keys = list(store.list(rollout_logs_prefix(rollout.run_id, rollout.id)))
     if rollout.logs_key and rollout.logs_key not in keys:
         keys.insert(0, rollout.logs_key)
     return [link for key in keys if (link := _link(store, key)) is not None]
@@ -68,11 +69,7 @@ async def rollout_detail(session: AsyncSession, store: ObjectStore, rollout_id: 
     chains = (
         await session.scalars(select(Chain).where(Chain.rollout_id == rollout_id).order_by(Chain.id))
     ).all()
-    calls = (
-        await session.scalars(
-            select(Call).where(Call.rollout_id == rollout_id).order_by(Call.chain_id, Call.position)
-        )
-    ).all()
+    calls = (await session.scalars(select(Call).where(Call.rollout_id == rollout_id))).all()
 
     patch, logs, reward_logs = await asyncio.to_thread(
         lambda: (
@@ -95,6 +92,8 @@ async def rollout_detail(session: AsyncSession, store: ObjectStore, rollout_id: 
         policy_version_start=rollout.policy_version_start,
         harness_exit_code=rollout.harness_exit_code,
         harness_outcome=rollout.harness_outcome,
+        outcome=rollout.outcome,
+        outcome_reason=rollout.outcome_reason,
         error=rollout.error,
         meta=rollout.meta,
         created_at=rollout.created_at,
@@ -114,5 +113,9 @@ async def rollout_detail(session: AsyncSession, store: ObjectStore, rollout_id: 
         patch=patch,
         logs=logs,
         chains=[ChainOut.model_validate(c, from_attributes=True) for c in chains],
-        calls=[CallOut.model_validate(c, from_attributes=True) for c in calls],
+        calls=[
+            CallOut.model_validate(call, from_attributes=True)
+            for chain_calls in rows_by_chain(calls).values()
+            for call in chain_calls
+        ],
     )

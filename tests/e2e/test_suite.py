@@ -26,8 +26,9 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from shared.db import make_engine
-from shared.events import connect, get_policy_version
+from shared.events import connect
 from shared.models import Call, Chain, Group, Reward, Rollout, Run, Step, Weight
+from shared.pool import get_policy_version
 from tests.fixtures.services import REPO_ROOT
 from tests.fixtures.suite import isolated_suite_settings, suite_env, suite_leftovers
 
@@ -140,6 +141,7 @@ def test_demo_command_completes(tiny_model_dir: Path) -> None:
                 "-m",
                 "services.cli.main",
                 "demo",
+                "--quick",
                 "--steps",
                 str(DEMO_STEPS),
                 "--group-size",
@@ -190,6 +192,87 @@ def test_demo_command_completes(tiny_model_dir: Path) -> None:
         if leftovers:
             problems.append(f"processes outlived the demo (killed now): {leftovers}")
         assert not problems, "\n".join(problems) + "\n" + context
+
+
+# --- 1b. stopping a background `harnessrl up` with a signal ------------------------------------------------
+def descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (children, theirs, ...), from the process table's parent links."""
+    children: dict[int, list[int]] = {}
+    for proc_dir in Path("/proc").iterdir():
+        if proc_dir.name.isdigit():
+            try:
+                stat = (proc_dir / "stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(proc_dir.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_to_a_background_up_leaves_no_process_of_the_suite(
+    tiny_model_dir: Path, stop_signal: signal.Signals
+) -> None:
+    """``harnessrl up`` started as a shell starts a background job (SIGINT ignored, its own process group), then
+    signalled: it stops every service it started (inference with vLLM, gateway, api, runner and grader workers)
+    and exits 0 within the grace period, and no process of the suite is left in the process table."""
+    with isolated_suite_settings(tiny_model_dir) as settings:
+        console = settings.data_dir / "up-console.log"
+        with console.open("w") as out:
+            up = subprocess.Popen(
+                [sys.executable, "-m", "services.cli.main", "up", "--quiet"],
+                env=suite_env(settings),
+                cwd=REPO_ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # noqa: PLW1509 - as a shell does
+            )
+        suite: set[int] = set()
+        try:
+            deadline = time.monotonic() + 10 * 60
+            while "harnessrl is up" not in console.read_text(errors="replace"):
+                assert up.poll() is None, f"up exited {up.returncode}:\n{console.read_text()[-4000:]}"
+                assert time.monotonic() < deadline, f"up not ready:\n{console.read_text()[-4000:]}"
+                time.sleep(1)
+            suite = descendants(up.pid)
+            assert len(suite) >= 6, (
+                f"the suite's processes: {suite}"
+            )  # inference, vLLM, gateway, api, workers
+
+            os.kill(up.pid, stop_signal)
+            try:
+                code = up.wait(timeout=150)  # each service gets 15 s after SIGTERM, then SIGKILL
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"up still running 150 s after {stop_signal.name}") from None
+            text = console.read_text(errors="replace")
+            left = sorted(pid for pid in suite if alive(pid))
+        finally:
+            if up.poll() is None:
+                os.killpg(up.pid, signal.SIGKILL)
+                up.wait(10)
+            leftovers = suite_leftovers(settings.data_dir)  # kills any, so the machine is clean either way
+            for pid in suite:  # Celery's process titles hide the environment it reads
+                if alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+        assert code == 0, text[-4000:]
+        assert f"stopped on {stop_signal.name}" in text, text[-4000:]
+        assert not left and not leftovers, f"alive after up exited: {left}; {leftovers}\n{text[-3000:]}"
 
 
 # --- 2. killing services under `harnessrl up` ---------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -18,6 +19,7 @@ from sqlalchemy import func, select, update
 
 from shared.models import Call, Chain, Group, Reward, Rollout, Run, Step, Weight
 from shared.queues import ROLLOUTS_QUEUE, RUN_ROLLOUT
+from shared.run_config import GRPOConfig, read_run_config
 from tests.fixtures import product
 from tests.fixtures.product import ApiServer, task_spec
 
@@ -67,8 +69,18 @@ def test_create_run_writes_step_zero_and_enqueues_every_rollout(
     assert (run["status"], run["steps"], run["current_step"], run["name"]) == ("running", 3, 0, "first")
     assert run["progress"]["tasks"] == 2
     assert run["progress"]["rollouts"] == {"queued": 4}
-    # Only what the request set is stored (the learner's defaults fill the rest), plus one learner step per step.
-    assert run["config"]["grpo"] == {"groups_per_step": 2}
+    # The whole RunConfig is stored: defaults included, the harness as a section, the step size resolved.
+    assert run["config"]["grpo"] == GRPOConfig().model_dump(mode="json")
+    assert run["config"]["harness"] == {
+        "name": "reference",
+        "python": None,
+        "max_turns": 30,
+        "max_tokens": 1024,
+    }
+    assert (run["config"]["groups_per_step"], run["config"]["request_sha256"]) == (2, None)
+    with db() as session:
+        stored = read_run_config(session.get(Run, run["id"]))
+    assert stored.model_dump(mode="json") == {**run["config"], "request_sha256": stored.request_sha256}
 
     with db() as session:
         groups = session.scalars(select(Group).where(Group.run_id == run["id"])).all()
@@ -78,7 +90,9 @@ def test_create_run_writes_step_zero_and_enqueues_every_rollout(
         (g.id, i) for g in groups for i in range(2)
     )
     assert all(r.meta.get("enqueued_at") for r in rollouts)
-    assert len({r.rollout_key for r in rollouts}) == 4
+    assert all(
+        r.rollout_key is None for r in rollouts
+    )  # the runner issues each attempt's key when it claims it
     assert {r.id for r in rollouts} <= _queued_rollout_ids(api_redis)
 
 
@@ -125,7 +139,19 @@ def test_idempotency_key_replays_and_rejects_a_different_body(api: httpx.Client,
         ({**_run_body(), "tasks": None, "dataset": "no-such-suite"}, "body.dataset"),
         ({**_run_body(), "tasks": None, "dataset_file": "/nonexistent/tasks.jsonl"}, "body.dataset_file"),
         (_run_body("bad-a", instance_ids=["bad-z"]), "body.instance_ids"),
-        (_run_body("bad-a", harness="shell"), "body"),
+        (_run_body("bad-a", harness="shell"), "body.harness.shell.command"),
+        (
+            _run_body("bad-a", harness={"name": "shell", "command": "no placeholder"}),
+            "body.harness.shell.command",
+        ),
+        (
+            _run_body("bad-a", harness={"name": "codex", "command": "x {instruction}"}),
+            "body.harness.codex.command",
+        ),
+        (_run_body("bad-a", harness_command="x {instruction}"), "body.harness_command"),
+        (_run_body("bad-a", limits={"wall_clock_s": "5"}), "body.limits.wall_clock_s"),
+        (_run_body("bad-a", sampling={"temperature": 3}), "body.sampling.temperature"),
+        (_run_body("bad-a", group_size="2"), "body.group_size"),
         ({"harness": "reference", "tasks": [task_spec("bad-a")]}, "body.model"),
     ],
 )
@@ -150,6 +176,7 @@ def test_malformed_json_and_bad_query_parameters_are_422(api: httpx.Client) -> N
         ("limit=0", "query.limit"),
         ("limit=x", "query.limit"),
         ("cursor=%%%", "query.cursor"),
+        ("stauts=failed", "query.stauts"),  # a typo'd filter would otherwise list every run
     ]:
         response = api.get(f"/v1/runs?{query}")
         assert response.status_code == 422, query
@@ -270,7 +297,7 @@ def test_stop_cancels_queued_rollouts_and_blocks_new_tasks(api: httpx.Client, db
     assert response.status_code == 200 and response.json()["status"] in ("stopping", "stopped")
     _wait_for(lambda: api.get(f"/v1/runs/{run['id']}").json()["status"] == "stopped")
     detail = api.get(f"/v1/runs/{run['id']}").json()
-    assert detail["progress"]["rollouts"] == {"failed": 2}
+    assert detail["progress"]["rollouts"] == {"cancelled": 2} and detail["progress"]["rollouts_done"] == 2
     assert api.post(f"/v1/runs/{run['id']}/stop").status_code == 200  # stopping twice is fine
     blocked = api.post(f"/v1/runs/{run['id']}/tasks", json={"tasks": [task_spec("stop-b")]})
     assert blocked.status_code == 409
@@ -288,7 +315,7 @@ def test_added_tasks_are_sampled_by_later_steps(api: httpx.Client, db) -> None:
 def test_scheduler_waits_for_the_learner_and_inference_then_advances(api: httpx.Client, db) -> None:
     body = _run_body("sched-a", "sched-b", "sched-c", steps=3, groups_per_step=2)
     run_id = api.post("/v1/runs", json=body).json()["id"]
-    assert api.get(f"/v1/runs/{run_id}").json()["config"]["grpo"]["groups_per_step"] == 2
+    assert api.get(f"/v1/runs/{run_id}").json()["config"]["groups_per_step"] == 2
     _grade_step(db, run_id, 0, [1.0, 0.0])
     time.sleep(2.5)  # several scheduler ticks: graded but not consumed by the learner, so no step 1
     assert api.get(f"/v1/runs/{run_id}").json()["current_step"] == 0
@@ -309,10 +336,16 @@ def test_scheduler_waits_for_the_learner_and_inference_then_advances(api: httpx.
         step0_tasks = set(
             session.scalars(select(Group.task_id).where(Group.run_id == run_id, Group.step == 0))
         )
-        enqueued = session.scalars(
-            select(Rollout.meta).join(Group).where(Group.id.in_([g.id for g in step1]))
-        )
-        assert all(meta.get("enqueued_at") for meta in enqueued)
+
+    def step1_enqueued() -> bool:
+        # The outbox: step 1's rows commit first and are sent and stamped after, in the same tick.
+        with db() as session:
+            metas = session.scalars(
+                select(Rollout.meta).join(Group).where(Group.id.in_([g.id for g in step1]))
+            ).all()
+            return bool(metas) and all(meta.get("enqueued_at") for meta in metas)
+
+    _wait_for(step1_enqueued)
     assert len(step1) == 2 and {g.policy_version for g in step1} == {1}
     assert {g.task_id for g in step1} != step0_tasks  # the window moved on to the third task
 
@@ -326,6 +359,79 @@ def test_scheduler_waits_for_the_learner_and_inference_then_advances(api: httpx.
         session.execute(update(Group).where(Group.run_id == run_id, Group.step == 2).values(status="failed"))
     _wait_for(lambda: api.get(f"/v1/runs/{run_id}").json()["status"] == "completed")
     assert api.post(f"/v1/runs/{run_id}/stop").status_code == 409
+
+
+def test_a_step_whose_rollouts_all_failed_fails_the_run_with_the_reason(api: httpx.Client, db) -> None:
+    """E.g. a harness whose prompt does not fit the model's context: no calls, nothing graded, every step alike."""
+    run_id = api.post("/v1/runs", json=_run_body("fail-a", steps=3)).json()["id"]
+    with db.begin() as session:
+        for rollout in session.scalars(select(Rollout).where(Rollout.run_id == run_id)):
+            rollout.status, rollout.outcome, rollout.outcome_reason = "failed", "harness_error", "no_calls"
+            rollout.error = "HTTP 400: prompt is too long: 9000 tokens, the served context is 4096"
+        session.execute(update(Group).where(Group.run_id == run_id).values(status="failed"))
+    _wait_for(lambda: api.get(f"/v1/runs/{run_id}").json()["status"] == "failed")
+    detail = api.get(f"/v1/runs/{run_id}").json()
+    assert "every rollout of step 0 failed (2 harness_error)" in detail["error"]
+    assert "prompt is too long" in detail["error"] and detail["current_step"] == 0
+
+
+def test_a_run_whose_stored_config_does_not_validate_is_listed_failed_and_holds_up_no_other(
+    api: httpx.Client, db
+) -> None:
+    """E.g. a row written by an older version or by hand: listed with the reason instead of a 500 for the whole
+    listing, failed by the scheduler, and a run whose next step cannot be written (a task row gone) does not stop
+    the scheduler from advancing and sending the other runs' rollouts."""
+    bad = api.post("/v1/runs", json=_run_body("badcfg-a")).json()["id"]
+    stuck = api.post("/v1/runs", json=_run_body("badcfg-b", steps=2)).json()["id"]
+    good = api.post("/v1/runs", json=_run_body("badcfg-c", steps=2)).json()["id"]
+    with db.begin() as session:
+        row = session.get(Run, bad)
+        row.config = {**row.config, "steps": "many"}
+        row = session.get(Run, stuck)
+        row.config = {**row.config, "task_ids": ["task_gone"]}  # step 1's rollouts break the foreign key
+        session.execute(update(Group).where(Group.run_id.in_([stuck, good])).values(status="consumed"))
+
+    page = api.get("/v1/runs", params={"limit": 200})
+    assert page.status_code == 200, page.text
+    listed = {item["id"]: item for item in page.json()["items"]}
+    assert listed[bad]["steps"] is None
+    assert f"run {bad}: stored config is invalid: steps" in listed[bad]["config_error"]
+    assert (listed[good]["steps"], listed[good]["config_error"]) == (2, None)
+    detail = api.get(f"/v1/runs/{bad}")
+    assert detail.status_code == 200, detail.text
+    assert detail.json()["config"] is None and detail.json()["progress"]["tasks"] is None
+    assert detail.json()["config_error"] == listed[bad]["config_error"]
+
+    failed = _wait_for(lambda: (r := api.get(f"/v1/runs/{bad}").json())["status"] == "failed" and r)
+    assert failed["error"] == failed["config_error"]
+
+    def good_step1_enqueued() -> bool:
+        with db() as session:
+            metas = session.scalars(
+                select(Rollout.meta).join(Group).where(Group.run_id == good, Group.step == 1)
+            ).all()
+            return bool(metas) and all(meta.get("enqueued_at") for meta in metas)
+
+    _wait_for(good_step1_enqueued)
+    assert api.get(f"/v1/runs/{stuck}").json()["current_step"] == 0
+    assert api.post(f"/v1/runs/{stuck}/stop").status_code == 200
+
+
+def test_a_rollout_waiting_for_a_retry_is_sent_once_its_time_has_come(
+    api: httpx.Client, api_server: ApiServer, db
+) -> None:
+    api_redis = api_server.queue_redis
+    run = api.post("/v1/runs", json=_run_body("retry-a")).json()
+    later = (datetime.now(UTC) + timedelta(seconds=4)).isoformat()
+    with db.begin() as session:
+        rollouts = session.scalars(select(Rollout).where(Rollout.run_id == run["id"])).all()
+        for rollout in rollouts:
+            rollout.meta = {"retry_at": later}  # what the runner writes when it puts a rollout back
+        ids = {r.id for r in rollouts}
+    api_redis.delete(ROLLOUTS_QUEUE)
+    time.sleep(2.5)
+    assert not ids & _queued_rollout_ids(api_redis)
+    _wait_for(lambda: ids <= _queued_rollout_ids(api_redis))
 
 
 def test_bundled_dataset_and_dataset_file_sources(api: httpx.Client, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -348,6 +454,29 @@ def test_bundled_dataset_and_dataset_file_sources(api: httpx.Client, tmp_path) -
     path.write_text(path.read_text() + '{"instance_id": "broken"}\n')
     broken = api.post("/v1/runs", json={**body, "dataset": None, "dataset_file": str(path)})
     assert broken.status_code == 422 and ":4" in broken.json()["detail"][0]["msg"]  # names the bad line
+
+
+def test_a_split_of_a_bundled_dataset(api: httpx.Client, db) -> None:  # type: ignore[no-untyped-def]
+    from shared.datasets import load_dataset
+
+    body = {"model": "policy", "harness": "codeblock", "dataset": "swe_micro", "group_size": 1}
+    held_out = api.post("/v1/runs", json={**body, "split": "eval"})
+    assert held_out.status_code == 201, held_out.text
+    assert held_out.json()["progress"]["tasks"] == len(load_dataset("swe_micro", "eval")) >= 16
+    with db() as session:
+        before = session.scalar(select(func.count()).select_from(Run))
+    for bad, loc in (
+        ({"split": "test"}, "body.split"),
+        ({"split": "eval", "dataset": None, "tasks": [task_spec("s-a")]}, "body"),
+    ):
+        response = api.post("/v1/runs", json={**body, **bad})
+        assert response.status_code == 422, response.text
+        assert any(d["loc"].startswith(loc) for d in response.json()["detail"]), response.text
+    assert (
+        "no split 'test'" in api.post("/v1/runs", json={**body, "split": "test"}).json()["detail"][0]["msg"]
+    )
+    with db() as session:
+        assert session.scalar(select(func.count()).select_from(Run)) == before
 
 
 def test_rollouts_committed_but_never_sent_are_sent_by_the_scheduler(
@@ -378,3 +507,55 @@ def test_metrics_endpoint_reports_requests_by_route_pattern(api_server: ApiServe
     assert 'route="/v1/runs/{run_id}"' in text and 'service="api"' in text
     assert "run_missing" not in text  # ids never become label values
     assert "harnessrl_runs_created_total" in text and "harnessrl_rollouts_enqueued_total" in text
+
+
+# Every GRPO knob, by the name ``GRPOConfig`` documents it under: a value other than the default (valid), and a
+# value of the wrong type. A knob added to GRPOConfig without a line here fails the first assertion below.
+GRPO_WALK: dict[str, tuple[Any, Any]] = {
+    "baseline": ("leave_one_out", 1),
+    "normalize_std": (True, "yes"),
+    "std_epsilon": (1e-4, "small"),
+    "clip_low": (0.1, "0.1"),
+    "clip_high": (0.3, [0.3]),
+    "tis_cap": (None, "off"),
+    "aggregation": ("sequence", True),
+    "kl_coef": (0.05, "0.05"),
+    "learning_rate": (3e-4, "fast"),
+    "adam_beta1": (0.8, None),
+    "adam_beta2": (0.99, "0.99"),
+    "adam_epsilon": (1e-6, {}),
+    "weight_decay": (0.01, "none"),
+    "max_grad_norm": (None, "inf"),
+    "max_policy_lag": (0, 1.5),
+    "strategy": ("per_request", "dense"),
+    "max_pack_tokens": (4096, 4096.5),
+    "trie_attention": ("blocks", "dense"),
+    "bf16_autocast": (True, 1),
+    "seed": (7, "7"),
+    "data_parallel": ("replicate", "ddp"),
+    "activation_checkpointing": (True, "on"),
+    "checkpoint_every": (3, 3.0),
+    "keep_checkpoints": (5, "5"),
+}
+
+
+def test_every_grpo_knob_is_settable_through_the_api_by_its_documented_name(api: httpx.Client, db) -> None:
+    assert set(GRPO_WALK) == set(GRPOConfig.model_fields)
+    for name, (value, wrong) in GRPO_WALK.items():
+        assert value != GRPOConfig.model_fields[name].default, name
+        response = api.post("/v1/runs", json=_run_body(f"knob-{name}", grpo={name: value}))
+        assert response.status_code == 201, (name, response.text)
+        assert response.json()["config"]["grpo"][name] == value
+        with db() as session:  # what the learner reads: the run's RunConfig, its grpo section
+            assert getattr(read_run_config(session.get(Run, response.json()["id"])).grpo, name) == value
+
+        refused = api.post("/v1/runs", json=_run_body(f"knob-{name}", grpo={name: wrong}))
+        assert refused.status_code == 422, (name, wrong, refused.text)
+        assert f"body.grpo.{name}" in [d["loc"] for d in refused.json()["detail"]], (name, refused.json())
+
+    unknown = api.post("/v1/runs", json=_run_body("knob-x", grpo={"groups_per_step": 2, "clip_ratio": 0.2}))
+    assert unknown.status_code == 422
+    assert {d["loc"] for d in unknown.json()["detail"]} == {
+        "body.grpo.groups_per_step",
+        "body.grpo.clip_ratio",
+    }

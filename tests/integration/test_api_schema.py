@@ -83,7 +83,11 @@ def test_openapi_conformance(api_schema, api_server: ApiServer, method: str, pat
 def _routes(document: dict[str, Any]) -> Iterator[tuple[str, str]]:
     for path, item in document["paths"].items():
         for method in item:
-            yield method.upper(), path.replace("{run_id}", "run_x").replace("{rollout_id}", "ro_x")
+            yield method.upper(), _example(path)
+
+
+def _example(path: str) -> str:
+    return path.replace("{run_id}", "run_x").replace("{rollout_id}", "ro_x").replace("{eval_id}", "eval_x")
 
 
 @pytest.mark.parametrize("authorization", [None, "Bearer wrong-token", "Bearer", "Basic dev-token"])
@@ -127,6 +131,12 @@ def _scenarios(api: httpx.Client) -> Iterator[tuple[str, str, httpx.Response]]:
     yield "POST", "/v1/runs/{run_id}/stop", api.post(f"/v1/runs/{run_id}/stop")
     yield "POST", "/v1/runs/{run_id}/stop", api.post("/v1/runs/run_missing/stop")
     yield "POST", "/v1/runs/{run_id}/tasks", api.post(f"/v1/runs/{run_id}/tasks", json=tasks)  # 409: stopping
+    evaluate = {"harness": "reference", "tasks": [task_spec("cov-e")], "samples": 1}
+    eval_created = api.post("/v1/evals", json=evaluate)
+    yield "POST", "/v1/evals", eval_created
+    yield "POST", "/v1/evals", api.post("/v1/evals", json={**evaluate, "run_id": "run_missing"})
+    yield "GET", "/v1/evals/{eval_id}", api.get(f"/v1/evals/{eval_created.json()['id']}")
+    yield "GET", "/v1/evals/{eval_id}", api.get("/v1/evals/eval_missing")
     yield "GET", "/openapi.json", api.get("/openapi.json")
     yield "GET", "/health", api.get("/health")
     yield "GET", "/metrics", api.get("/metrics")
@@ -144,11 +154,7 @@ def test_every_documented_status_occurs(
         assert response.status_code < 500
         observed.add((method, template, response.status_code))
     for method, path in _routes(openapi_document):
-        template = next(
-            p
-            for p in openapi_document["paths"]
-            if p.replace("{run_id}", "run_x").replace("{rollout_id}", "ro_x") == path
-        )
+        template = next(p for p in openapi_document["paths"] if _example(p) == path)
         if (method, path) not in PUBLIC:
             observed.add((method, template, httpx.request(method, api_server.url + path).status_code))
     # A rollout that exists, and a run that already completed (stop is then a conflict).

@@ -12,7 +12,7 @@ from sqlalchemy import func, select, update
 from services.cli.main import cli
 from services.cli.run import reward_chart
 from services.cli.sql import libpq_url
-from shared.models import Group, Reward, Rollout, Run
+from shared.models import Group, Reward, Rollout, Run, Step
 from tests.fixtures import product
 from tests.fixtures.product import ApiServer, task_spec
 
@@ -24,7 +24,7 @@ api_server = product.api_server
 @pytest.fixture
 def harnessrl(api_server: ApiServer, settings_env: dict[str, str]):  # type: ignore[no-untyped-def]
     """Invoke the CLI in-process with the test settings and the running api."""
-    env = {**settings_env, "HARNESSRL_API_URL": api_server.url}
+    env = {**settings_env, "HARNESSRL_API_URL": api_server.url, "COLUMNS": "250"}  # rich cuts at 80
 
     def invoke(*args: str):  # type: ignore[no-untyped-def]
         return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
@@ -106,6 +106,47 @@ def test_rollout_show(harnessrl, db, tasks_file: Path) -> None:  # type: ignore[
     assert as_json["reward"]["resolved"] is True
 
 
+def test_rollout_show_names_the_outcome_not_the_reward_function(harnessrl, db, tasks_file: Path) -> None:  # type: ignore[no-untyped-def]
+    """An unresolved rollout graded by the reward function called ``resolved`` reads as unresolved; a rollout a
+    limit ended shows the limit."""
+    run = json.loads(
+        harnessrl("run", "create", "--harness", "reference", "--tasks-file", str(tasks_file), "--json").output
+    )
+    with db.begin() as session:
+        unresolved, limited = session.scalars(select(Rollout).where(Rollout.run_id == run["id"])).all()[:2]
+        unresolved.status, unresolved.outcome = "graded", "unresolved"
+        session.add(
+            Reward(rollout_id=unresolved.id, reward=0.0, resolved=False, reward_fn="resolved", tests={})
+        )
+        limited.status, limited.outcome, limited.outcome_reason = "failed", "limit", "limit:wall_clock"
+        limited.error = "limit:wall_clock: the harness ran past the rollout time limit and was killed"
+    shown = harnessrl("rollout", "show", unresolved.id)
+    assert shown.exit_code == 0, shown.output
+    assert "unresolved" in shown.output and "(resolved, graded)" not in shown.output
+    assert "0.0 by reward function 'resolved'" in shown.output
+    shown = harnessrl("rollout", "show", limited.id)
+    assert "limit (limit:wall_clock)" in shown.output and "- (not graded)" in shown.output
+    as_json = json.loads(harnessrl("rollout", "show", limited.id, "--json").output)
+    assert (as_json["outcome"], as_json["outcome_reason"]) == ("limit", "limit:wall_clock")
+
+
+def test_run_list_counts_learner_steps_done(harnessrl, db, tasks_file: Path) -> None:  # type: ignore[no-untyped-def]
+    """A finished one-step run lists as 1/1, not as its last sampling step's index (0/1)."""
+    run = json.loads(
+        harnessrl("run", "create", "--harness", "reference", "--tasks-file", str(tasks_file), "--json").output
+    )
+    with db.begin() as session:
+        session.execute(update(Run).where(Run.id == run["id"]).values(status="completed"))
+        session.add(Step(run_id=run["id"], step=1, policy_version=1))
+    listed = harnessrl("run", "list", "--limit", "50")
+    line = next(line for line in listed.output.splitlines() if run["id"] in line)
+    assert "1/1 done" in line and "0/1" not in line, listed.output
+    item = next(
+        i for i in json.loads(harnessrl("run", "list", "--json").output)["items"] if i["id"] == run["id"]
+    )
+    assert item["steps_done"] == 1
+
+
 def test_sql_runs_read_only_queries(harnessrl, db) -> None:  # type: ignore[no-untyped-def]
     with db() as session:
         runs = session.scalar(select(func.count()).select_from(Run))
@@ -161,3 +202,37 @@ def test_add_tasks_from_a_file_and_a_bundled_dataset(harnessrl, tasks_file: Path
     assert (len(added["added"]), added["tasks"]) == (1, 3)
     bundled = harnessrl("run", "add-tasks", run["id"], "--dataset", "swe_mini", "--instance", "durations-1")
     assert bundled.exit_code == 0 and "1 task(s) added, 4 in all" in bundled.output
+
+
+def test_status_shows_each_steps_window_busy_fractions_and_policy_lag(
+    harnessrl, db, tasks_file: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """What the learner records on each step row (its window, busy times, lag of its trained tokens), per step and
+    over the run; rows written before the measurement show dashes."""
+    run = json.loads(
+        harnessrl("run", "create", "--harness", "reference", "--tasks-file", str(tasks_file), "--json").output
+    )
+    windows = [(100.0, 130.0, 12.0, 24.0, 0.0, 0, 60.0), (130.0, 150.0, 18.0, 10.0, 0.5, 1, 40.0)]
+    with db.begin() as session:
+        for step, (start, end, inference, learner, lag, lag_max, tokens) in enumerate(windows, start=1):
+            metrics = {
+                "window_start_unix": start, "window_end_unix": end, "wall_s": end - start,
+                "inference_busy_s": inference, "inference_busy_fraction": inference / (end - start),
+                "learner_busy_s": learner, "learner_busy_fraction": learner / (end - start),
+                "policy_lag_max": lag_max, "loss_tokens": tokens,
+            }  # fmt: skip
+            session.add(
+                Step(run_id=run["id"], step=step, policy_version=step, policy_lag_mean=lag, metrics=metrics)
+            )
+        session.add(Step(run_id=run["id"], step=3, policy_version=3, metrics={}))  # an older learner's row
+    status = harnessrl("run", "status", run["id"])
+    assert status.exit_code == 0, status.output
+    lines = status.output.splitlines()
+    assert any(
+        "time per step" in line and "25.0 s; busy: inference 60%, learner 68%" in line for line in lines
+    )
+    assert any("policy lag" in line and "mean 0.20, max 1 (trained tokens)" in line for line in lines)
+    second = next(line for line in lines if line.lstrip("│┃ ").startswith("2 "))
+    assert "0.50" in second and " 20.0 " in second and "90%" in second and "50%" in second, second
+    third = next(line for line in lines if line.lstrip("│┃ ").startswith("3 "))
+    assert third.count(" - ") >= 4, third

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from shared import migrate
 from shared.db import make_engine, session_factory
 from shared.models import Call, Chain, Group, Reward, Rollout, Run, Step, Task
-from tests.fixtures.services import PG_ADMIN_URL, REPO_ROOT
+from tests.fixtures.services import PG_ADMIN_URL, REPO_ROOT, run_row
 
 pytestmark = pytest.mark.integration
 
@@ -76,7 +76,7 @@ def populate(session: Session) -> None:
     plan = [("run_codex", "codex", 2, [tasks[0], tasks[1]]), ("run_claude", "claude-code", 1, [tasks[0]])]
     call_ms = iter(range(100, 10_000, 137))
     for run_id, harness, n_steps, step_tasks in plan:
-        session.add(Run(id=run_id, model="policy", harness=harness, group_size=2, config={"steps": n_steps}))
+        session.add(run_row(run_id, harness, group_size=2, steps=n_steps))
         session.flush()
         for step in range(n_steps):
             for task in step_tasks:
@@ -155,7 +155,7 @@ def populate(session: Session) -> None:
                             fork_reason=reason,
                             tokens_prefix="t",
                             n_calls=n_calls,
-                            prompt_tokens=prompt,
+                            suffix_tokens=prompt,
                             sampled_tokens=sampled,
                         )
                         session.add(chain)
@@ -321,3 +321,74 @@ def test_learner_steps(cookbook_db: Session) -> None:
         ("run_codex", 0, 1, 0.1),
         ("run_codex", 1, 2, 0.2),
     ]
+
+
+def test_evals_by_policy_version_and_pass_rate_by_task(cookbook_db: Session) -> None:
+    """Two evals of run_codex (version 0 and 2) with their rollouts, rewards and calls; both queries read them, and
+    the reward curve leaves eval rollouts out (added in a transaction that is rolled back)."""
+    from shared.models import Eval
+
+    try:
+        for version, passes in ((0, (True, False, False, False)), (2, (True, True, False, True))):
+            eval_id = f"eval_v{version}"
+            config = {"harness": "codex", "group_size": 2, "target": {"source": "base" if version == 0 else "weights",
+                                                                      "run_id": "run_codex", "version": version}}  # fmt: skip
+            cookbook_db.add(run_row(eval_id, **config))
+            cookbook_db.flush()
+            cookbook_db.get(Run, eval_id).status = "completed"  # type: ignore[union-attr]
+            cookbook_db.add(Eval(
+                run_id=eval_id, source_run_id="run_codex", version=version, source=config["target"]["source"],
+                dataset="swe_mini", split="eval", harness="codex", samples_per_task=2, tasks=2, samples=4,
+                passed=sum(passes), pass_at_1=sum(passes) / 4, pass_at_1_low=0.1, pass_at_1_high=0.9,
+                pass_at_k=0.5 if version == 0 else 1.0, created_at=T0 + timedelta(hours=version),
+            ))  # fmt: skip
+            group_id = f"grp_{eval_id}"
+            cookbook_db.add(
+                Group(id=group_id, run_id=eval_id, task_id="task_1", step=0, size=4, status="complete")
+            )
+            cookbook_db.flush()
+            for index, passed in enumerate(passes):
+                rollout_id = f"ro_{eval_id}_{index}"
+                task_id = "task_1" if index < 2 else "task_2"
+                cookbook_db.add(Rollout(id=rollout_id, run_id=eval_id, group_id=group_id, task_id=task_id,
+                                        index_in_group=index, harness="codex", status="graded"))  # fmt: skip
+                cookbook_db.flush()
+                cookbook_db.add(Reward(rollout_id=rollout_id, reward=float(passed), resolved=passed))
+                chain = Chain(rollout_id=rollout_id, tokens_prefix="t", n_calls=1)
+                cookbook_db.add(chain)
+                cookbook_db.flush()
+                cookbook_db.add(Call(rollout_id=rollout_id, chain_id=chain.id, position=0, provider_api="openai_chat",
+                                     prompt_tokens=10, suffix_tokens=10, completion_tokens=5, finish_reason="stop",
+                                     policy_version=version, tokens_key="k"))  # fmt: skip
+        cookbook_db.flush()
+        assert _rows(cookbook_db, cookbook_queries()["evals-by-policy-version"]) == [
+            ("run_codex", 0, "base", "swe_mini/eval", "codex", 4, 1, 0.25, 0.1, 0.9, 2, 0.5, None, "eval_v0"),
+            (
+                "run_codex",
+                2,
+                "weights",
+                "swe_mini/eval",
+                "codex",
+                4,
+                3,
+                0.75,
+                0.1,
+                0.9,
+                2,
+                1.0,
+                None,
+                "eval_v2",
+            ),
+        ]
+        assert _rows(cookbook_db, cookbook_queries()["eval-pass-rate-by-task"]) == [
+            (0, "calc-1", 2, 1, 0, 0),
+            (0, "calc-2", 2, 0, 0, 0),
+            (2, "calc-1", 2, 2, 2, 2),
+            (2, "calc-2", 2, 1, 2, 2),
+        ]
+        train_only = _rows(cookbook_db, cookbook_queries()["reward-by-harness-and-step"])
+        assert sum(graded for _, _, graded, _, _ in train_only) == sum(
+            1 for r in ROLLOUTS if r["reward"] is not None
+        )
+    finally:
+        cookbook_db.rollback()

@@ -125,3 +125,29 @@ def test_a_port_held_by_an_orphan_is_reported_and_the_restart_waits_for_it(
         for pid in servers:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_stop_leaves_nothing_of_the_service_behind(supervisor: Supervisor, tmp_path: Path) -> None:
+    """A helper the service left in its process group that outlasts it (as multiprocessing's resource tracker
+    does) is killed with it: nothing of a stopped service stays in the process table."""
+    pid_file = tmp_path / "helper.pid"
+    helper = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
+    code = (
+        "import subprocess, sys, time; "
+        f"p = subprocess.Popen([sys.executable, '-c', {helper!r}]); "
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid)); print('ready.', flush=True); time.sleep(120)"
+    )
+    supervisor.start(ServiceSpec("inference", python(code), log_ready("ready."), ready_timeout_s=30))
+    helper_pid = int(pid_file.read_text())
+    supervisor.stop("inference", timeout_s=5)
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{helper_pid}").exists() and time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(helper_pid, os.WNOHANG)  # reaped by init in real life; here it may be ours to reap
+        time.sleep(0.05)
+    state = (
+        Path(f"/proc/{helper_pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        if Path(f"/proc/{helper_pid}").exists()
+        else "gone"
+    )
+    assert state in ("gone", "Z"), f"the service's helper {helper_pid} outlived it (state {state})"
