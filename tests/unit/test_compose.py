@@ -27,6 +27,8 @@ from tests.fixtures.services import REPO_ROOT
 pytestmark = pytest.mark.unit
 
 COMPOSE_FILE = REPO_ROOT / "compose" / "docker-compose.yml"
+LOCAL_FILE = REPO_ROOT / "compose" / "docker-compose.local.yml"
+GPU_FILE = REPO_ROOT / "compose" / "docker-compose.gpu.yml"
 DOCKERFILE = REPO_ROOT / "compose" / "Dockerfile"
 CHECK_JSONSCHEMA = Path(sys.executable).with_name("check-jsonschema")
 LONG_RUNNING = {
@@ -34,7 +36,6 @@ LONG_RUNNING = {
     "redis",
     "minio",
     "inference",
-    "inference-cpu",
     "gateway",
     "api",
     "runner",
@@ -137,11 +138,81 @@ def test_the_stack_has_every_service_with_health_gated_startup() -> None:
         assert services[name]["depends_on"]["migrations"]["condition"] == "service_completed_successfully"
         assert services[name]["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert services["migrations"]["command"] == ["harnessrl", "db", "upgrade"]
-    assert "gpu" in services["inference"]["profiles"] and services["inference-cpu"]["profiles"] == ["cpu"]
-    assert services["inference"]["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == [
-        "gpu"
-    ]
+    assert services["gateway"]["depends_on"]["inference"]["condition"] == "service_healthy"
+    assert services["learner"]["profiles"] == ["train"]
+    assert [name for name, svc in services.items() if "profiles" in svc] == ["learner"]
     assert "replicas" not in services["runner"].get("deploy", {})  # scalable with --scale runner=N
+
+
+def test_compose_v1_can_read_the_file() -> None:
+    """Compose v1.29 rejects a top-level ``name`` and optional (``required: false``) dependencies."""
+    compose = load(COMPOSE_FILE.read_text())
+    assert "name" not in compose
+    for svc in compose["services"].values():
+        for condition in (svc.get("depends_on") or {}).values():
+            assert set(condition) == {"condition"}, condition
+    assert (REPO_ROOT / "compose" / ".env").read_text().splitlines() == ["COMPOSE_PROJECT_NAME=harnessrl"]
+
+
+def test_the_gpu_file_only_adds_gpus_and_the_cuda_build() -> None:
+    base = load(COMPOSE_FILE.read_text())["services"]
+    gpu = load(GPU_FILE.read_text())["services"]
+    assert gpu["migrations"] == {"build": {"args": {"VLLM_DEVICE": "cuda"}}}
+    assert base["migrations"]["build"]["args"]["VLLM_DEVICE"] == "cpu"
+    for name in ("inference", "learner"):
+        assert set(gpu[name]) == {"deploy"}
+        device = gpu[name]["deploy"]["resources"]["reservations"]["devices"][0]
+        assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
+    assert set(gpu) == {"migrations", "inference", "learner"}
+
+
+def test_the_local_override_changes_images_and_networking_only() -> None:
+    """compose/docker-compose.local.yml runs the published file itself: it may swap each image and move each
+    service onto the host network, nothing else."""
+    base = load(COMPOSE_FILE.read_text())
+    local = load(LOCAL_FILE.read_text())
+    assert {key for key in local if not key.startswith("x-")} == {"services"}
+    assert set(local["services"]) == set(base["services"]), "every service runs on the host network"
+    for name, svc in local["services"].items():
+        assert set(svc) == {"image", "network_mode", "extra_hosts"}, name
+        assert svc["network_mode"] == "host"
+        assert svc["image"].startswith("harnessrl-local/"), svc["image"]
+    # The names in the settings resolve on the host network too.
+    hosts = {entry.split(":")[0] for entry in local["services"]["api"]["extra_hosts"]}
+    env = base["x-harnessrl-env"]
+    for key in ("HARNESSRL_DATABASE_URL", "HARNESSRL_REDIS_URL", "HARNESSRL_INFERENCE_URLS"):
+        host = re.search(r"[@/]([a-z-]+):\d+", env[key])
+        assert host and host.group(1) in hosts, (key, env[key])
+    assert env["HARNESSRL_S3_ENDPOINT"].split(":")[0] in hosts
+    # Every local image is one compose/local/build.sh builds.
+    build_script = (REPO_ROOT / "compose" / "local" / "build.sh").read_text()
+    for svc in local["services"].values():
+        assert re.search(rf"build {re.escape(svc['image'])} ", build_script), svc["image"]
+
+
+@pytest.mark.parametrize("path", ["docker-compose.local.yml", "docker-compose.gpu.yml"])
+def test_the_override_files_match_the_schema(path: str) -> None:
+    assert _schema_errors(REPO_ROOT / "compose" / path) == ""
+
+
+def test_the_image_installs_every_bundled_dataset_file() -> None:
+    """The image installs the project as a wheel (not editable): a bundled task repository file that no
+    package-data pattern covers is missing there, and the task's base_commit no longer matches."""
+    import tomllib
+    from fnmatch import fnmatch
+
+    patterns = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["*"]
+    missing = [
+        str(path.relative_to(REPO_ROOT))
+        for path in (REPO_ROOT / "shared" / "datasets").rglob("*")
+        if path.is_file()
+        and "__pycache__" not in path.parts
+        and path.suffix != ".py"
+        and not any(fnmatch(path.name, pattern) for pattern in patterns)
+    ]
+    assert missing == []
 
 
 def test_dockerfile_copies_only_what_exists() -> None:
@@ -158,8 +229,8 @@ BROKEN = [
         "schema",
     ),
     (
-        '    healthcheck:\n      test: ["CMD", "redis-cli", "ping"]',
-        '    helthcheck:\n      test: ["CMD", "redis-cli", "ping"]',
+        '    healthcheck:\n      test: ["CMD", "redis-cli",',
+        '    helthcheck:\n      test: ["CMD", "redis-cli",',
         "schema",
     ),
     (

@@ -1,0 +1,192 @@
+"""``docker compose up``, really run (issue 18's must-shows), on images built here from a debootstrap base.
+
+One stack per module (``tests/fixtures/compose.py``), tests in order:
+1. it comes up healthy;
+2. a run created through the REST API trains to completion (two learner steps, each a new policy version) and
+   its rows are queryable with SQL through the Postgres container;
+3. a second run survives its gateway being SIGKILLed mid-rollout: ``compose ps`` shows the gateway down or
+   not yet healthy, Docker restarts it under the restart policy, and the run completes;
+4. a malformed ``HARNESSRL_DATABASE_URL`` in the compose environment makes the api exit with the one-line
+   settings error, visible in ``compose logs``;
+5. ``down -v`` leaves no container, network or volume of the project behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.api.client import ApiClient
+from tests.fixtures.compose import API_TOKEN, DOWN, LONG_RUNNING, ComposeStack, wait_until
+
+# The first test's setup builds the images (a cold machine: debootstrap, Debian packages, vLLM; ~20 min on 2 busy
+# cores) and brings the stack up; the runs take minutes each.
+pytestmark = [pytest.mark.compose, pytest.mark.slow, pytest.mark.timeout(3600)]
+
+STEPS, GROUP_SIZE = 2, 2
+RUN_TIMEOUT_S = 900
+
+
+def api(stack: ComposeStack) -> ApiClient:
+    return ApiClient(f"http://127.0.0.1:{stack.port('HARNESSRL_API_PORT')}", API_TOKEN, timeout_s=60)
+
+
+def create_run(stack: ComposeStack, name: str) -> str:
+    with api(stack) as client:
+        run = client.create_run(
+            {
+                "name": name,
+                "model": "policy",
+                "harness": "reference",
+                "dataset": "swe_mini",
+                "instance_ids": ["textkit-1"],
+                "groups_per_step": 1,
+                "group_size": GROUP_SIZE,
+                "steps": STEPS,
+                "grpo": {"learning_rate": 1e-4},
+                "sampling": {"temperature": 1.0, "max_tokens": 128},
+            }
+        )
+    run_id = str(run["id"])
+    # The run's learner: the train profile's service, as the compose file documents it.
+    stack("up", "-d", "learner", env={"RUN_ID": run_id})
+    return run_id
+
+
+def run_status(stack: ComposeStack, run_id: str) -> str:
+    with api(stack) as client:
+        return str(client.get_run(run_id)["status"])
+
+
+def wait_for_run(stack: ComposeStack, run_id: str) -> dict[str, Any]:
+    try:
+        wait_until(
+            lambda: run_status(stack, run_id) in ("completed", "failed", "stopped"),
+            RUN_TIMEOUT_S,
+            f"run {run_id} to finish",
+            every_s=5,
+        )
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}\n{stack.diagnostics()}") from None
+    with api(stack) as client:
+        return client.get_run(run_id)
+
+
+def calls_of(run_id: str) -> str:
+    return f"SELECT count(*) FROM calls JOIN rollouts ON rollouts.id = calls.rollout_id WHERE run_id = '{run_id}'"
+
+
+def check_run_rows(stack: ComposeStack, run_id: str) -> None:
+    """The run's rows, read with SQL through the Postgres container."""
+    q = f"'{run_id}'"
+    [[status, version]] = stack.psql(f"SELECT status, policy_version FROM runs WHERE id = {q}")
+    assert (status, int(version)) == ("completed", STEPS)
+    steps = stack.psql(f"SELECT step, policy_version FROM steps WHERE run_id = {q} ORDER BY step")
+    assert [(int(s), int(v)) for s, v in steps] == [(k, k) for k in range(1, STEPS + 1)]
+    weights = stack.psql(f"SELECT version, status FROM weights WHERE run_id = {q} ORDER BY version")
+    assert [(int(v), s) for v, s in weights if int(v) > 0] == [(k, "served") for k in range(1, STEPS + 1)]
+    rollouts = stack.psql(f"SELECT status, count(*) FROM rollouts WHERE run_id = {q} GROUP BY status")
+    counts = {s: int(n) for s, n in rollouts}
+    assert sum(counts.values()) == STEPS * GROUP_SIZE and set(counts) <= {"graded", "failed"}, counts
+    [[rewards]] = stack.psql(
+        f"SELECT count(*) FROM rewards JOIN rollouts ON rollouts.id = rewards.rollout_id WHERE run_id = {q}"
+    )
+    assert int(rewards) == counts.get("graded", 0) > 0
+    [[calls]] = stack.psql(calls_of(run_id))
+    assert int(calls) > 0
+
+
+def test_the_stack_comes_up_healthy(compose_stack: ComposeStack) -> None:
+    health = {service: compose_stack.health(service) for service in LONG_RUNNING}
+    assert health == dict.fromkeys(LONG_RUNNING, "healthy")
+    migrations = compose_stack("ps", "-a", "-q", "migrations").stdout.split()
+    assert len(migrations) == 1
+    # The override put every service on the host network (the ports are the free ones the fixture chose).
+    assert compose_stack.inspect("api")["HostConfig"]["NetworkMode"] == "host"
+
+
+def test_a_run_trains_through_compose(compose_stack: ComposeStack) -> None:
+    run_id = create_run(compose_stack, "compose-run")
+    detail = wait_for_run(compose_stack, run_id)
+    assert detail["status"] == "completed", f"{detail}\n{compose_stack.diagnostics()}"
+    check_run_rows(compose_stack, run_id)
+    # The learner notices the run is over within a few seconds of the status change (it reads it every 5 s).
+    over = f"run {run_id} is over; learner exits"
+    wait_until(lambda: over in compose_stack.logs("learner"), 60, f"the learner log to say {over!r}")
+
+
+def test_a_killed_gateway_is_reported_restarted_and_the_run_completes(compose_stack: ComposeStack) -> None:
+    run_id = create_run(compose_stack, "compose-gateway-kill")
+    wait_until(
+        lambda: compose_stack.psql(calls_of(run_id))[0][0] != "0",
+        RUN_TIMEOUT_S,
+        "the run's first model call through the gateway",
+        every_s=1,
+    )
+    before = compose_stack.inspect("gateway")
+    # The gateway process dies as in a crash, from outside Docker: the restart policy decides what follows.
+    os.kill(before["State"]["Pid"], signal.SIGKILL)
+
+    seen: list[str] = []
+
+    def gateway_reported_down() -> bool:
+        line = next(
+            (ln for ln in compose_stack("ps", "-a", "gateway").stdout.splitlines() if "gateway" in ln),
+            "(no line)",
+        )
+        seen.append(line)
+        return "(healthy)" not in line
+
+    wait_until(gateway_reported_down, 30, "`compose ps` to show the gateway not healthy", every_s=0.2)
+    wait_until(
+        lambda: compose_stack.health("gateway") == "healthy", 180, "the restarted gateway to be healthy"
+    )
+    after = compose_stack.inspect("gateway")
+    assert after["Id"] == before["Id"], "the restart policy restarts the same container"
+    assert after["RestartCount"] >= before["RestartCount"] + 1
+    assert after["State"]["StartedAt"] != before["State"]["StartedAt"]
+
+    detail = wait_for_run(compose_stack, run_id)
+    assert detail["status"] == "completed", f"{detail}\n{compose_stack.diagnostics()}"
+    check_run_rows(compose_stack, run_id)
+    print("compose ps during the gateway's restart:", seen[-1])
+
+
+def test_a_malformed_setting_stops_the_service_with_one_line(
+    compose_stack: ComposeStack, tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad-setting.yml"
+    bad.write_text(
+        "services:\n  api:\n    environment:\n      HARNESSRL_DATABASE_URL: mysql://nobody@postgres/x\n"
+    )
+    broken = ComposeStack(
+        compose_stack.command, compose_stack.project, compose_stack.env, [*compose_stack.files, bad]
+    )
+    broken("up", "-d", "--no-deps", "api")
+
+    def exited_once() -> bool:
+        state = broken.inspect("api")["State"]
+        return state["ExitCode"] == 2 and "invalid setting" in broken.logs("api")
+
+    wait_until(exited_once, 120, "the api to exit on its bad setting")
+    state = broken.inspect("api")["State"]
+    assert state["ExitCode"] == 2
+    lines = [ln.split("|", 1)[-1].strip() for ln in broken.logs("api").splitlines() if "|" in ln]
+    lines = [ln for ln in lines if ln]
+    expected = "harnessrl: invalid setting HARNESSRL_DATABASE_URL: expected postgresql+psycopg://user@host:port/dbname"
+    assert lines and set(lines) == {expected}, lines
+    # The rest of the stack is untouched.
+    assert all(broken.health(s) == "healthy" for s in LONG_RUNNING if s != "api")
+
+
+def test_down_removes_every_container_network_and_volume(compose_stack: ComposeStack) -> None:
+    before = compose_stack.leftovers()
+    assert before["volumes"], "the stack should hold its named volumes before `down -v`"
+    learner = compose_stack("--profile", "train", "ps", "-a", "-q", "learner").stdout.split()
+    assert learner and set(learner) <= set(before["containers"]), "the last run's exited learner is there too"
+    compose_stack(*DOWN)
+    assert compose_stack.leftovers() == {"containers": [], "networks": [], "volumes": []}
