@@ -166,8 +166,8 @@ def comparison_table(arms: dict[int, dict[str, Any]], verdict: dict[str, Any]) -
 @click.option(
     "--max-policy-lag",
     type=click.IntRange(0, 1000),
-    help="The training run's grpo.max_policy_lag: versions sampling may run ahead of the learner (default: unset, "
-    "on-policy).",
+    help="The training run's grpo.max_policy_lag: versions sampling may run ahead of the learner (default: the "
+    "recipe's, 1; 0 is on-policy).",
 )
 @click.option(
     "--compare-lags",

@@ -13,12 +13,17 @@ The recipe (``RECIPE``) is chosen for SmolLM2-135M-Instruct on ``swe_micro`` wit
 - group size 6 x 4 groups per step: with p ~ 0.2 a group of 6 has mixed rewards with probability
   1 - 0.8^6 - 0.2^6 ~ 0.74, so about 3 of 4 groups carry signal; 24 rollouts per step keep a step at a few
   minutes on 2 cores.
-- learning rate 3e-5, 8 steps: Adam moves each weight by about the learning rate per step, so 8 steps move
-  weights by well under 1% — gentle, but enough to shift the answer format (one code block holding one
-  complete function, no rambling), which is what transfers to held-out families. 1e-6 (a common choice for
-  large models over hundreds of steps) shows nothing in 8 steps.
+- learning rate 3e-5, 15 steps, sampling one version ahead of the learner (``max_policy_lag`` 1): Adam moves
+  each weight by about the learning rate per step, so 15 steps move weights by well under 1% — gentle, but enough
+  to shift the answer format (one code block holding one complete function, no rambling) and each function's
+  fix. 6e-5 rose as fast in training but lost eval pass@1 (attempt 6); 1e-6 (common for large models over
+  hundreds of steps) shows nothing here. Lag 1 keeps vLLM generating while the learner steps: 0.66x the wall
+  time per step of on-policy, with at least as much learning (the ``--compare-lags`` run).
+- all 48 train tasks in a seeded order: at 4 groups per step, step k+12 repeats step k's tasks, so steps 12-14
+  retry the tasks of steps 0-2 after 12 updates.
 - bf16 autocast in the learner: the step is matmul-bound on AMX-capable CPUs; master weights stay fp32.
-- eval: every eval-split task x 3 samples (72 samples, >= 64) at the same temperature, before and after.
+- eval: every task of the ``eval`` split (one held-out bug of each of the 16 functions) x 5 samples (80 samples,
+  >= 64) at the same temperature, before and after. Training uses the ``train`` split (the other 48 bugs).
 
 Each evaluation is a real eval (``POST /v1/evals``, what ``harnessrl eval`` does): the base weights before
 training, the training run's last version after; each takes the inference pool in turn and the updater loads what
@@ -55,17 +60,18 @@ HARNESS = "codeblock"
 class Recipe:
     """Everything that decides a learning run (see the module docstring for why each value)."""
 
-    steps: int = 16
+    steps: int = 15
     group_size: int = 6
     groups_per_step: int = 4
     learning_rate: float = 3e-5
     temperature: float = 0.7
     max_tokens: int = 200
-    eval_samples: int = 3
-    train_tasks: int = 32
-    """Distinct train tasks the run cycles through (seeded sample of the split): with 4 per step, step k+8 sees
-    step k's tasks again, so the last three steps' reward compares like with like with the first three's instead
-    of tracking task difficulty."""
+    eval_samples: int = 5
+    train_tasks: int = 48
+    """Distinct train tasks the run cycles through (seeded sample of the split). With 4 per step the tasks repeat
+    every ``train_tasks / 4`` steps; 48 tasks and 15 steps make the last three steps sample exactly the first three's
+    tasks again, so their reward difference compares like with like instead of tracking task difficulty (attempt 8 in
+    docs/perf/learning.md: 32 tasks over 16 steps compared steps 0-2 with the tasks of steps 5-7)."""
     bf16_autocast: bool = True
     seed: int = 0
     runner_concurrency: int = 12

@@ -12,7 +12,8 @@ buggy and the correct source here, in-process, so the lists can never disagree w
 1 with the solution).
 
 Output (``shared/datasets/swe_micro/``): ``repos/<instance>/``, ``solutions/<instance>.patch``, ``tasks.jsonl``
-and ``splits.json`` (instance ids per split, families never shared between splits).
+and ``splits.json``: instance ids per split — ``train``/``eval`` hold out one bug variation of every family,
+``train_families``/``eval_families`` hold out whole families (``micro_families.py`` says why each).
 
     python -m shared.datasets.micro [--check]
 """
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from shared.datasets import DATASETS_DIR
 from shared.datasets.build import PROTECTED_PATHS, TEST_TIMEOUT_S
-from shared.datasets.micro_families import FAMILIES, SPLITS, Bug, Case, Family
+from shared.datasets.micro_families import FAMILIES, FAMILY_SPLITS, Bug, Case, Family, held_out_variation
 from shared.tasks import DirSource, Task, commit_tree, dump_tasks, run_git
 
 NAME = "swe_micro"
@@ -68,9 +69,10 @@ def instance_id(family: Family, index: int) -> str:
     return f"{family.name.replace('_', '-')}-{index}"
 
 
-def split_of(family: Family) -> str:
-    (split,) = [name for name, members in SPLITS.items() if family.name in members]
-    return split
+def splits_of(family_index: int, family: Family, variation: int) -> tuple[str, str]:
+    """The variation split and the family split a task belongs to."""
+    (by_family,) = [name for name, members in FAMILY_SPLITS.items() if family.name in members]
+    return ("eval" if variation == held_out_variation(family_index) else "train"), by_family
 
 
 def _git_diff(repo: Path, base_commit: str) -> str:
@@ -132,18 +134,19 @@ def check_family(family: Family) -> None:
 def generate() -> dict[Path, str]:
     """Every generated file of ``swe_micro`` (absolute path -> text)."""
     names = [f.name for f in FAMILIES]
-    in_splits = [name for members in SPLITS.values() for name in members]
+    in_splits = [name for members in FAMILY_SPLITS.values() for name in members]
     if sorted(names) != sorted(in_splits) or len(set(in_splits)) != len(in_splits):
         raise MicroBuildError("every family must be in exactly one split")
     out: dict[Path, str] = {}
     tasks: list[Task] = []
-    splits: dict[str, list[str]] = {name: [] for name in SPLITS}
-    for family in FAMILIES:
+    splits: dict[str, list[str]] = {name: [] for name in ("train", "eval", *FAMILY_SPLITS)}
+    for family_index, family in enumerate(FAMILIES):
         check_family(family)
         for index, bug in enumerate(family.bugs, start=1):
             task, files, solution = build_variation(family, index, bug)
             tasks.append(task)
-            splits[split_of(family)].append(task.instance_id)
+            for split in splits_of(family_index, family, index):
+                splits[split].append(task.instance_id)
             for rel, text in files.items():
                 out[ROOT / "repos" / task.instance_id / rel] = text
             out[ROOT / "solutions" / f"{task.instance_id}.patch"] = solution

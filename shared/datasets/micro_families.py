@@ -733,11 +733,10 @@ def running_total(numbers):
 )
 
 # Base pass@1 of SmolLM2-135M-Instruct per family (codeblock harness, temperature 0.7, 3 samples x 4 tasks, seed 0;
-# 2026-12-02, docs/perf/learning.md "Calibration"), highest first. The split is stratified by it: families ranked by
-# that rate (ties by name), and ranks 1, 3, 6, 9, 12 and 15 (0-based) go to ``eval``, so both splits hold easy, middling
-# and unsolved families alike (measured: train 19/120, eval 13/72). An earlier, unstratified split put five of the six
-# hardest families in ``eval`` (base pass@1 7-11%, most tasks 0/3), leaving the held-out split little a policy could
-# sharpen.
+# 2026-12-02, docs/perf/learning.md "Calibration"), highest first. The family split is stratified by it: families
+# ranked by that rate (ties by name), and ranks 1, 3, 6, 9, 12 and 15 (0-based) go to ``eval_families``, so both
+# sides hold easy, middling and unsolved families alike (measured: 19/120 and 13/72). An earlier, unstratified split
+# put five of the six hardest families on the held-out side (base pass@1 7-11%, most tasks 0/3).
 BASE_SOLVED_OF_12 = {
     "factorial": 6, "fahrenheit": 6, "palindrome": 5, "max_value": 4, "count_words": 3, "leap_year": 3,
     "sum_evens": 2, "average": 1, "index_of": 1, "reverse_words": 1, "capitalize": 0, "clamp": 0,
@@ -745,7 +744,18 @@ BASE_SOLVED_OF_12 = {
 }  # fmt: skip
 EVAL_RANKS = (1, 3, 6, 9, 12, 15)
 _RANKED = sorted(BASE_SOLVED_OF_12, key=lambda name: (-BASE_SOLVED_OF_12[name], name))
-SPLITS: dict[str, tuple[str, ...]] = {
-    "train": tuple(name for rank, name in enumerate(_RANKED) if rank not in EVAL_RANKS),
-    "eval": tuple(_RANKED[rank] for rank in EVAL_RANKS),
+FAMILY_SPLITS: dict[str, tuple[str, ...]] = {
+    "train_families": tuple(name for rank, name in enumerate(_RANKED) if rank not in EVAL_RANKS),
+    "eval_families": tuple(_RANKED[rank] for rank in EVAL_RANKS),
 }
+"""Held-out *functions*: no family of ``eval_families`` is ever trained on (transfer across functions)."""
+
+
+# The variation split (``train``/``eval``) holds out bugs: ``eval`` holds one bug variation of every family
+# (``held_out_variation``), ``train`` the other three, so an eval task is a bug, issue text and fix never trained on,
+# in a function trained on through other bugs — the usual train/test split of one task distribution. ``bench
+# learning`` measures on it; ``eval_families`` measures the harder transfer to functions never trained on.
+def held_out_variation(family_index: int) -> int:
+    """The bug variation (1-based) of the ``family_index``-th family that ``eval`` holds out: rotated over the
+    families so that every variation slot (the first bug of a family, the second, ...) is held out equally often."""
+    return family_index % 4 + 1

@@ -11,7 +11,7 @@ import pytest
 from services.grader.grade import grade_patch
 from shared.datasets import UnknownSplit, available_datasets, dataset_splits, load_dataset, reference_patch
 from shared.datasets.micro import MicroBuildError, build_variation, check_family, generate, stale_files
-from shared.datasets.micro_families import FAMILIES, SPLITS, Bug, Case, Family
+from shared.datasets.micro_families import FAMILIES, FAMILY_SPLITS, Bug, Case, Family
 from shared.sandbox import Sandbox
 from shared.settings import Settings
 from shared.tasks import DirSource, base_commit_of_dir
@@ -27,14 +27,24 @@ def box() -> Sandbox:
     return Sandbox(Settings(_env_file=None))  # type: ignore[call-arg]
 
 
-def test_splits_are_large_enough_and_share_no_family() -> None:
+def test_splits_hold_out_one_bug_of_every_family_and_whole_families() -> None:
     assert "swe_micro" in available_datasets()
     splits = dataset_splits("swe_micro")
-    assert set(splits) == {"train", "eval"} and len(TASKS) >= 48
-    train, held_out = load_dataset("swe_micro", "train"), load_dataset("swe_micro", "eval")
-    assert len(train) >= 32 and len(held_out) >= 16 and len(train) + len(held_out) == len(TASKS)
-    assert not {t.repo for t in train} & {t.repo for t in held_out}
-    assert len({t.repo for t in held_out}) >= 4
+    assert set(splits) == {"train", "eval", "train_families", "eval_families"} and len(TASKS) >= 48
+    for train_name, held_out_name in (("train", "eval"), ("train_families", "eval_families")):
+        train, held_out = load_dataset("swe_micro", train_name), load_dataset("swe_micro", held_out_name)
+        assert len(train) >= 32 and len(held_out) >= 16 and len(train) + len(held_out) == len(TASKS)
+        assert not {t.instance_id for t in train} & {t.instance_id for t in held_out}
+    # eval: one variation of each of the 16 functions, none of them trained on.
+    held_out = load_dataset("swe_micro", "eval")
+    assert sorted(t.instance_id.rsplit("-", 1)[0] for t in held_out) == sorted(
+        f.name.replace("_", "-") for f in FAMILIES
+    )
+    assert {t.instance_id.rsplit("-", 1)[1] for t in held_out} == {"1", "2", "3", "4"}
+    # eval_families: whole functions never trained on.
+    families = [load_dataset("swe_micro", name) for name in ("train_families", "eval_families")]
+    assert not {t.repo for t in families[0]} & {t.repo for t in families[1]}
+    assert len({t.repo for t in families[1]}) >= 4
     with pytest.raises(UnknownSplit, match="no split 'test'"):
         load_dataset("swe_micro", "test")
 
@@ -56,7 +66,7 @@ def test_generator_refuses_free_rewards_and_impossible_tasks() -> None:
                    (*family.cases, Case("wrong", "assert clamp(1, 0, 10) == 2")), family.bugs)  # fmt: skip
     with pytest.raises(MicroBuildError, match="impossible"):
         check_family(wrong)
-    assert sorted(f.name for f in FAMILIES) == sorted(n for names in SPLITS.values() for n in names)
+    assert sorted(f.name for f in FAMILIES) == sorted(n for names in FAMILY_SPLITS.values() for n in names)
 
 
 @pytest.mark.slow
