@@ -164,6 +164,11 @@ def comparison_table(arms: dict[int, dict[str, Any]], verdict: dict[str, Any]) -
 @click.option("--train-tasks", type=int, help="Distinct train tasks cycled through.")
 @click.option("--seed", type=int)
 @click.option(
+    "--holdout",
+    type=click.Choice(["bugs", "families"]),
+    help="What the eval split holds out: one unseen bug of every function (default) or whole functions.",
+)
+@click.option(
     "--max-policy-lag",
     type=click.IntRange(0, 1000),
     help="The training run's grpo.max_policy_lag: versions sampling may run ahead of the learner (default: the "

@@ -54,6 +54,7 @@ from shared.statuses import RUN_FINISHED
 
 DATASET = "swe_micro"
 HARNESS = "codeblock"
+HOLDOUTS = {"bugs": ("train", "eval"), "families": ("train_families", "eval_families")}
 
 
 @dataclass(frozen=True)
@@ -76,9 +77,17 @@ class Recipe:
     seed: int = 0
     runner_concurrency: int = 12
     grader_concurrency: int = 2
+    holdout: str = "bugs"
+    """What the eval split holds out: ``bugs`` (``train``/``eval``: one unseen bug of every function) or
+    ``families`` (``train_families``/``eval_families``: functions never trained on)."""
     max_policy_lag: int | None = 1
     """The training run's ``grpo.max_policy_lag``: how many versions sampling may run ahead of the learner (None or
     0: on-policy)."""
+
+    @property
+    def splits(self) -> tuple[str, str]:
+        """The (train, eval) splits of ``swe_micro`` that ``holdout`` names."""
+        return HOLDOUTS[self.holdout]
 
     def estimate_minutes(self, eval_tasks: int, load: float | None = None) -> int:
         """Wall time on a 2-core machine: quiet rates derived from the measured runs in docs/perf/learning.md
@@ -226,12 +235,13 @@ def train(suite: Any, settings: Settings, recipe: Recipe, progress: Progress) ->
     """Create the training run on the train split (task order shuffled by the seed) and follow it to the end."""
     from shared.datasets import load_dataset
 
-    task_ids = [t.instance_id for t in load_dataset(DATASET, "train")]
+    train_split = recipe.splits[0]
+    task_ids = [t.instance_id for t in load_dataset(DATASET, train_split)]
     random.Random(recipe.seed).shuffle(task_ids)
     task_ids = task_ids[: recipe.train_tasks]
     run = api(settings, "POST", "/v1/runs", {
         "name": "learning", "model": settings.served_model_name, "harness": HARNESS, "dataset": DATASET,
-        "split": "train", "instance_ids": task_ids, "groups_per_step": recipe.groups_per_step,
+        "split": train_split, "instance_ids": task_ids, "groups_per_step": recipe.groups_per_step,
         "group_size": recipe.group_size, "steps": recipe.steps, "sampling": _sampling(recipe),
         "grpo": {"learning_rate": recipe.learning_rate, "bf16_autocast": recipe.bf16_autocast,
                  "seed": recipe.seed,
@@ -265,9 +275,10 @@ def run_learning(
     from shared.datasets import load_dataset
 
     started = time.monotonic()
-    eval_total = len(load_dataset(DATASET, "eval")) * recipe.eval_samples
+    eval_split = recipe.splits[1]
+    eval_total = len(load_dataset(DATASET, eval_split)) * recipe.eval_samples
     before = evaluate(
-        suite, settings, recipe, "eval", "eval-before", progress_for("eval version 0", eval_total)
+        suite, settings, recipe, eval_split, "eval-before", progress_for("eval version 0", eval_total)
     )
     t0 = time.monotonic()
     train_run = train(suite, settings, recipe, progress_for("training steps", recipe.steps))
@@ -276,7 +287,7 @@ def run_learning(
         suite,
         settings,
         recipe,
-        "eval",
+        eval_split,
         "eval-after",
         progress_for("eval last version", eval_total),
         train_run,
