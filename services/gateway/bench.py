@@ -304,6 +304,10 @@ async def measure_latency(
 async def measure_streaming(
     client: Client, rollouts: Rollouts, store_dir: Path, text: str, episodes: int
 ) -> dict[str, Any]:
+    # the upstream is the scripted policy (a test fixture this bench runs in its own process): its answer to an
+    # empty update is the scripts it has now, put back once the streamed episodes are done
+    async with client.session.post(f"{client.upstream_url}/script", json={}) as response:
+        prior_scripts = (await response.json())["scripts"]
     await client.session.post(
         f"{client.upstream_url}/script",
         json={"token_delay_s": TOKEN_DELAY_S, "script": [{"say": STREAM_TEXT}]},
@@ -317,11 +321,8 @@ async def measure_streaming(
             [(prompt, _)] = await asyncio.to_thread(recorded_calls, rollouts, store_dir, rollout_id)
             straight.append(await client.direct(prompt, stream=True))
     finally:
-        # the upstream is the scripted policy (a test fixture this bench runs): back to its default script
-        from tests.fixtures.scripted_policy import DEFAULT_SCRIPT
-
         await client.session.post(
-            f"{client.upstream_url}/script", json={"token_delay_s": 0.0, "scripts": [DEFAULT_SCRIPT]}
+            f"{client.upstream_url}/script", json={"token_delay_s": 0.0, "scripts": prior_scripts}
         )
 
     def summary(runs: list[list[float]]) -> dict[str, float]:

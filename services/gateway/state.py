@@ -104,6 +104,22 @@ class GatewayState:
         return served.version if served is not None and served.ready else None
 
 
+REDIS_POOL_MAX = 1024
+"""Connections one gateway process may hold per Redis client: every call in flight holds one while it binds and
+commits its tip, and the writer holds more. redis-py 8 caps a default pool at 100 and answers the 101st with
+"Too many connections", which a burst of calls (a benchmark at concurrency 128, or many groups at once) reached."""
+REDIS_POOL_WAIT_S = 30.0
+"""Past ``REDIS_POOL_MAX``, a call waits this long for a free connection before it fails."""
+
+
+def redis_for_calls(url: str, *, decode_responses: bool) -> aioredis.Redis:
+    """An asyncio Redis client whose pool waits for a free connection instead of failing past its size."""
+    pool: aioredis.BlockingConnectionPool = aioredis.BlockingConnectionPool.from_url(
+        url, max_connections=REDIS_POOL_MAX, timeout=REDIS_POOL_WAIT_S, decode_responses=decode_responses
+    )
+    return aioredis.Redis.from_pool(pool)  # type: ignore[attr-defined]  # (types-redis predates from_pool)
+
+
 async def open_state(
     settings: Settings,
     *,
@@ -117,8 +133,8 @@ async def open_state(
     engine = make_async_engine(settings.database_url, pool_size=10, max_overflow=20)
     connector = aiohttp.TCPConnector(limit=256, keepalive_timeout=60)
     http = aiohttp.ClientSession(timeout=UPSTREAM_TIMEOUT, connector=connector)
-    redis_client = aioredis.Redis.from_url(settings.redis_url, decode_responses=True)
-    tip_redis = aioredis.Redis.from_url(settings.redis_url, decode_responses=False)
+    redis_client = redis_for_calls(settings.redis_url, decode_responses=True)
+    tip_redis = redis_for_calls(settings.redis_url, decode_responses=False)
     sessions = async_session_factory(engine)
     owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
     tips = TipStore(tip_redis, owner)
