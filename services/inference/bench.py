@@ -25,7 +25,8 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -75,81 +76,115 @@ def perturbed_blob(base: dict[str, Any], seed: int) -> bytes:
     )
 
 
+@dataclass
+class _SwapBench:
+    """A ``bench-*`` run, the real updater serving its versions, and what the bench stored (removed afterwards)."""
+
+    run_id: str
+    store: Any
+    sessions: Any
+    redis: Any
+    updater: Any
+    keys: list[str] = field(default_factory=list)
+
+    def add_weight(self, version: int, key: str, size_bytes: int | None = None) -> None:
+        from shared.db import session_scope
+        from shared.models import Weight
+
+        with session_scope(self.sessions) as session:
+            session.add(Weight(run_id=self.run_id, version=version, object_key=key, size_bytes=size_bytes))
+
+    async def outcome(self, version: int) -> Any:
+        """The updater's outcome of ``version`` (recorded just after generation resumes)."""
+        while self.updater.last_outcome is None or self.updater.last_outcome[0].version != version:
+            await asyncio.sleep(0.01)
+        return self.updater.last_outcome[1]
+
+
+@contextlib.asynccontextmanager
+async def _swap_bench(
+    base_url: str, model_dir: Path, settings: Settings, prefix: str, name: str, harness: str
+) -> AsyncIterator[_SwapBench]:
+    from services.inference.updater import Updater
+    from shared.db import make_engine, session_factory, session_scope
+    from shared.events import connect
+    from shared.models import Run
+    from shared.objectstore import open_store
+    from shared.run_config import RunConfig
+
+    sessions = session_factory(make_engine(settings.database_url))
+    store = open_store(settings)
+    run_id = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    with session_scope(sessions) as session:
+        session.add(
+            Run.create(run_id, RunConfig(model=str(model_dir), harness=harness, group_size=1), name=name)
+        )
+    updater = Updater(
+        base_url, model_dir, store, sessions, settings.redis_url, settings.data_dir / "inference"
+    )
+    stop = asyncio.Event()
+    updater_task = asyncio.create_task(updater.run(stop, catch_up=False))
+    bench = _SwapBench(run_id, store, sessions, connect(settings.redis_url), updater)
+    try:
+        await asyncio.sleep(0.5)  # subscribed
+        yield bench
+    finally:
+        stop.set()
+        await updater_task
+        bench.redis.close()
+        for key in bench.keys:
+            with contextlib.suppress(Exception):
+                store.delete(key)
+        with session_scope(sessions) as session:
+            session.query(Run).filter_by(id=run_id).delete()
+
+
 async def measure_swaps(
     base_url: str, model_dir: Path, swaps: int, settings: Settings
 ) -> list[dict[str, float]]:
     """Publish ``swaps`` versions through the real channel and updater; latency of each."""
     from safetensors.torch import load_file
 
-    from services.inference.updater import Published, Updater
-    from shared.db import make_engine, session_factory, session_scope
-    from shared.events import connect, publish_weights
-    from shared.models import Run, Weight
-    from shared.objectstore import open_store
-    from shared.run_config import RunConfig
+    from services.inference.updater import Published
+    from shared.events import publish_weights
 
-    sessions = session_factory(make_engine(settings.database_url))
-    store = open_store(settings)
-    run_id = f"bench-{uuid.uuid4().hex[:8]}"
     base = load_file(str(model_dir / "model.safetensors"))
-    with session_scope(sessions) as session:
-        config = RunConfig(model=str(model_dir), harness="reference", group_size=1)
-        session.add(Run.create(run_id, config, name="inference bench"))
-    updater = Updater(
-        base_url, model_dir, store, sessions, settings.redis_url, settings.data_dir / "inference"
-    )
-    stop = asyncio.Event()
-    updater_task = asyncio.create_task(updater.run(stop, catch_up=False))
-    r = connect(settings.redis_url)
     results = []
-    keys = []
-    try:
-        await asyncio.sleep(0.5)  # subscribed
-        async with InferenceClient(base_url) as client:
-            for version in range(1, swaps + 2):  # version 1 warms the updater up (imports, first download)
-                key = f"weights/{run_id}/{version}.safetensors"
-                keys.append(key)
-                # Seconds of CPU for a 135M model: off the event loop, so the probe's connection stays served.
-                await asyncio.to_thread(store.put_bytes, key, perturbed_blob(base, version))
-                with session_scope(sessions) as session:
-                    session.add(Weight(run_id=run_id, version=version, object_key=key))
-                published_at = time.perf_counter()
-                publish_weights(r, run_id, version, key)
-                while True:
-                    sampled = await client.complete(PROMPT, max_tokens=1)
-                    if sampled.policy_version == version:
-                        break
-                    if time.perf_counter() - published_at > 120:
-                        raise TimeoutError(f"version {version} not served after 120 s")
-                latency_ms = (time.perf_counter() - published_at) * 1000
-                while updater.last_outcome is None or updater.last_outcome[0].version != version:
-                    await asyncio.sleep(0.01)  # the outcome is recorded just after generation resumes
-                outcome = updater.last_outcome[1]
-                if version > 1:
-                    results.append(
-                        {
-                            "version": version,
-                            "latency_ms": latency_ms,
-                            "prepare_ms": outcome.prepare_ms or 0.0,
-                            "pause_ms": outcome.swap_ms or 0.0,
-                        }
-                    )
-            # leave the server on its own weights again
-            restore = f"weights/{run_id}/restore.safetensors"
-            keys.append(restore)
-            store.put_bytes(restore, (model_dir / "model.safetensors").read_bytes())
-            with session_scope(sessions) as session:
-                session.add(Weight(run_id=run_id, version=swaps + 2, object_key=restore))
-            await updater.apply(Published(run_id, swaps + 2, restore))
-    finally:
-        stop.set()
-        await updater_task
-        r.close()
-        for key in keys:
-            with contextlib.suppress(Exception):
-                store.delete(key)
-        with session_scope(sessions) as session:
-            session.query(Run).filter_by(id=run_id).delete()
+    async with (
+        _swap_bench(base_url, model_dir, settings, "bench", "inference bench", "reference") as bench,
+        InferenceClient(base_url) as client,
+    ):
+        for version in range(1, swaps + 2):  # version 1 warms the updater up (imports, first download)
+            key = f"weights/{bench.run_id}/{version}.safetensors"
+            bench.keys.append(key)
+            # Seconds of CPU for a 135M model: off the event loop, so the probe's connection stays served.
+            await asyncio.to_thread(bench.store.put_bytes, key, perturbed_blob(base, version))
+            bench.add_weight(version, key)
+            published_at = time.perf_counter()
+            publish_weights(bench.redis, bench.run_id, version, key)
+            while True:
+                sampled = await client.complete(PROMPT, max_tokens=1)
+                if sampled.policy_version == version:
+                    break
+                if time.perf_counter() - published_at > 120:
+                    raise TimeoutError(f"version {version} not served after 120 s")
+            latency_ms = (time.perf_counter() - published_at) * 1000
+            outcome = await bench.outcome(version)
+            if version > 1:
+                results.append(
+                    {
+                        "version": version,
+                        "latency_ms": latency_ms,
+                        "prepare_ms": outcome.prepare_ms or 0.0,
+                        "pause_ms": outcome.swap_ms or 0.0,
+                    }
+                )
+        # leave the server on its own weights again
+        restore = f"weights/{bench.run_id}/restore.safetensors"
+        bench.keys.append(restore)
+        bench.store.put_bytes(restore, (model_dir / "model.safetensors").read_bytes())
+        bench.add_weight(swaps + 2, restore)
+        await bench.updater.apply(Published(bench.run_id, swaps + 2, restore))
     return results
 
 
@@ -179,72 +214,45 @@ async def measure_adapter_swaps(
     base_url: str, model_dir: Path, swaps: int, settings: Settings, rank: int
 ) -> list[dict[str, float]]:
     """Publish ``swaps`` adapter versions of a LoRA run through the real channel and updater; latency of each."""
-    from services.inference.updater import Updater
     from shared.adapters import adapter_config_key, adapter_key, adapter_name, get_served_adapter
-    from shared.db import make_engine, session_factory, session_scope
-    from shared.events import connect, publish_weights
-    from shared.models import Run, Weight
-    from shared.objectstore import open_store
+    from shared.events import publish_weights
 
-    sessions = session_factory(make_engine(settings.database_url))
-    store = open_store(settings)
-    run_id = f"bench-lora-{uuid.uuid4().hex[:8]}"
-    with session_scope(sessions) as session:
-        session.add(
-            Run(id=run_id, name="inference bench (LoRA)", model=str(model_dir), harness="bench", group_size=1)
-        )
-    updater = Updater(
-        base_url, model_dir, store, sessions, settings.redis_url, settings.data_dir / "inference"
-    )
-    stop = asyncio.Event()
-    updater_task = asyncio.create_task(updater.run(stop, catch_up=False))
-    r = connect(settings.redis_url)
     results = []
-    keys = []
     full_size = (model_dir / "model.safetensors").stat().st_size
-    try:
-        await asyncio.sleep(0.5)  # subscribed
-        async with InferenceClient(base_url) as client:
-            for version in range(1, swaps + 2):  # version 1 warms up
-                blob, config = await asyncio.to_thread(random_adapter, model_dir, rank, version)
-                key = adapter_key(run_id, version)
-                keys += [key, adapter_config_key(key)]
-                store.put_bytes(adapter_config_key(key), config)
-                store.put_bytes(key, blob)
-                with session_scope(sessions) as session:
-                    session.add(Weight(run_id=run_id, version=version, object_key=key, size_bytes=len(blob)))
-                name = adapter_name(run_id, version)
-                published_at = time.perf_counter()
-                publish_weights(r, run_id, version, key)
-                while get_served_adapter(r, run_id) != name:
-                    if time.perf_counter() - published_at > 120:
-                        raise TimeoutError(f"adapter {name} not served after 120 s")
-                    await asyncio.sleep(0.002)
-                await client.complete(PROMPT, max_tokens=1, model=name)
-                latency_ms = (time.perf_counter() - published_at) * 1000
-                while updater.last_outcome is None or updater.last_outcome[0].version != version:
-                    await asyncio.sleep(0.01)
-                outcome = updater.last_outcome[1]
-                if version > 1:
-                    results.append(
-                        {
-                            "version": version,
-                            "latency_ms": latency_ms,
-                            "prepare_ms": outcome.prepare_ms or 0.0,
-                            "load_ms": outcome.swap_ms or 0.0,
-                            "adapter_bytes": len(blob),
-                            "share_of_full_weights": len(blob) / full_size,
-                        }
-                    )
-    finally:
-        stop.set()
-        await updater_task
-        r.close()
-        for key in keys:
-            with contextlib.suppress(Exception):
-                store.delete(key)
-        with session_scope(sessions) as session:
-            session.query(Run).filter_by(id=run_id).delete()
+    async with (
+        _swap_bench(
+            base_url, model_dir, settings, "bench-lora", "inference bench (LoRA)", "reference"
+        ) as bench,
+        InferenceClient(base_url) as client,
+    ):
+        for version in range(1, swaps + 2):  # version 1 warms up
+            blob, config = await asyncio.to_thread(random_adapter, model_dir, rank, version)
+            key = adapter_key(bench.run_id, version)
+            bench.keys += [key, adapter_config_key(key)]
+            bench.store.put_bytes(adapter_config_key(key), config)
+            bench.store.put_bytes(key, blob)
+            bench.add_weight(version, key, size_bytes=len(blob))
+            name = adapter_name(bench.run_id, version)
+            published_at = time.perf_counter()
+            publish_weights(bench.redis, bench.run_id, version, key)
+            while get_served_adapter(bench.redis, bench.run_id) != name:
+                if time.perf_counter() - published_at > 120:
+                    raise TimeoutError(f"adapter {name} not served after 120 s")
+                await asyncio.sleep(0.002)
+            await client.complete(PROMPT, max_tokens=1, model=name)
+            latency_ms = (time.perf_counter() - published_at) * 1000
+            outcome = await bench.outcome(version)
+            if version > 1:
+                results.append(
+                    {
+                        "version": version,
+                        "latency_ms": latency_ms,
+                        "prepare_ms": outcome.prepare_ms or 0.0,
+                        "load_ms": outcome.swap_ms or 0.0,
+                        "adapter_bytes": len(blob),
+                        "share_of_full_weights": len(blob) / full_size,
+                    }
+                )
     return results
 
 
