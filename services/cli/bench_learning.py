@@ -180,20 +180,48 @@ def comparison_table(arms: dict[int, dict[str, Any]], verdict: dict[str, Any]) -
     help="Train at max_policy_lag 0, then 1 (same seed and steps, each in a fresh suite with its evals) and "
     "report both side by side.",
 )
+@click.option(
+    "--grpo",
+    "grpo_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A further grpo setting of the training run (repeatable), e.g. kl_coef=0.05 or normalize_std=true.",
+)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="PNG path.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
 @click.option("--quiet/--verbose", default=True, help="Hide service logs.")
 def bench_learning(
-    out: Path | None, as_json: bool, quiet: bool, compare_lags: bool, **overrides: Any
+    out: Path | None,
+    as_json: bool,
+    quiet: bool,
+    compare_lags: bool,
+    grpo_pairs: tuple[str, ...],
+    **overrides: Any,
 ) -> None:
     """Eval version 0, train, eval the last version on SmolLM2-135M-Instruct; figures and a PNG."""
+    from pydantic import ValidationError
+
     from services.cli.learning import RECIPE, suite_settings
+    from services.cli.run import _key_values
+    from shared.run_config import GRPOConfig
     from shared.settings import get_settings
 
     if compare_lags and overrides["max_policy_lag"] is not None:
         raise click.UsageError("--compare-lags trains at max_policy_lag 0 and 1; leave out --max-policy-lag")
+    grpo = _key_values(grpo_pairs, "--grpo")
+    owned = {"learning_rate", "bf16_autocast", "seed", "max_policy_lag"} & set(grpo)
+    if owned:
+        raise click.BadParameter(f"{', '.join(sorted(owned))}: set with its own option", param_hint="--grpo")
+    try:
+        GRPOConfig.model_validate(grpo)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise click.BadParameter(f"{where}: {first['msg']}", param_hint="--grpo") from None
     known = {f.name for f in fields(RECIPE)}
-    recipe = replace(RECIPE, **{k: v for k, v in overrides.items() if v is not None and k in known})
+    recipe = replace(
+        RECIPE, grpo=grpo, **{k: v for k, v in overrides.items() if v is not None and k in known}
+    )
     settings = suite_settings(get_settings(), recipe)
     if not compare_lags:
         figures = arm(settings, recipe, out, quiet)

@@ -83,6 +83,9 @@ class Recipe:
     max_policy_lag: int | None = 1
     """The training run's ``grpo.max_policy_lag``: how many versions sampling may run ahead of the learner (None or
     0: on-policy)."""
+    grpo: dict[str, Any] = field(default_factory=dict)
+    """Further ``grpo`` settings of the training run (``shared.run_config.GRPOConfig`` names, e.g. ``kl_coef``), on
+    top of the learning rate, autocast, seed and lag above; empty in the recipe."""
 
     @property
     def splits(self) -> tuple[str, str]:
@@ -231,6 +234,19 @@ FROM steps WHERE run_id = :run ORDER BY step
 """
 
 
+def training_run_body(recipe: Recipe, model: str, task_ids: list[str]) -> dict[str, Any]:
+    """The ``POST /v1/runs`` body of the recipe's training run on ``task_ids`` (of the recipe's train split)."""
+    return {
+        "name": "learning", "model": model, "harness": HARNESS, "dataset": DATASET,
+        "split": recipe.splits[0], "instance_ids": task_ids, "groups_per_step": recipe.groups_per_step,
+        "group_size": recipe.group_size, "steps": recipe.steps, "sampling": _sampling(recipe),
+        "grpo": {"learning_rate": recipe.learning_rate, "bf16_autocast": recipe.bf16_autocast,
+                 "seed": recipe.seed,
+                 **({} if recipe.max_policy_lag is None else {"max_policy_lag": recipe.max_policy_lag}),
+                 **recipe.grpo},
+    }  # fmt: skip
+
+
 def train(suite: Any, settings: Settings, recipe: Recipe, progress: Progress) -> str:
     """Create the training run on the train split (task order shuffled by the seed) and follow it to the end."""
     from shared.datasets import load_dataset
@@ -239,14 +255,7 @@ def train(suite: Any, settings: Settings, recipe: Recipe, progress: Progress) ->
     task_ids = [t.instance_id for t in load_dataset(DATASET, train_split)]
     random.Random(recipe.seed).shuffle(task_ids)
     task_ids = task_ids[: recipe.train_tasks]
-    run = api(settings, "POST", "/v1/runs", {
-        "name": "learning", "model": settings.served_model_name, "harness": HARNESS, "dataset": DATASET,
-        "split": train_split, "instance_ids": task_ids, "groups_per_step": recipe.groups_per_step,
-        "group_size": recipe.group_size, "steps": recipe.steps, "sampling": _sampling(recipe),
-        "grpo": {"learning_rate": recipe.learning_rate, "bf16_autocast": recipe.bf16_autocast,
-                 "seed": recipe.seed,
-                 **({} if recipe.max_policy_lag is None else {"max_policy_lag": recipe.max_policy_lag})},
-    })  # fmt: skip
+    run = api(settings, "POST", "/v1/runs", training_run_body(recipe, settings.served_model_name, task_ids))
     while True:
         suite.tick()
         detail = api(settings, "GET", f"/v1/runs/{run['id']}")

@@ -3,6 +3,8 @@ estimate the demo prints."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from services.cli.learning import RECIPE, EvalResult, LearningResult
@@ -97,3 +99,35 @@ def test_compare_lags_with_a_lag_of_its_own_is_a_usage_error() -> None:
 
     result = CliRunner().invoke(bench_learning, ["--compare-lags", "--max-policy-lag", "2"])
     assert result.exit_code == 2 and "leave out --max-policy-lag" in result.output, result.output
+
+
+@pytest.mark.parametrize(
+    ("pair", "says"),
+    [
+        ("kl_coef=-1", "kl_coef: Input should be greater than or equal to 0"),
+        ("bogus=1", "bogus: Extra inputs are not permitted"),
+        ("learning_rate=1e-4", "learning_rate: set with its own option"),
+        ("normalize_std", "expected KEY=VALUE"),
+    ],
+)
+def test_a_bad_grpo_setting_is_a_usage_error_before_anything_starts(pair: str, says: str) -> None:
+    from click.testing import CliRunner
+
+    from services.cli.bench_learning import bench_learning
+
+    result = CliRunner().invoke(bench_learning, ["--grpo", pair])
+    assert result.exit_code == 2 and says in result.output, result.output
+
+
+def test_grpo_settings_reach_the_training_runs_config() -> None:
+    from dataclasses import replace
+
+    from services.api.schemas import RunCreate
+    from services.cli.learning import training_run_body
+
+    recipe = replace(RECIPE, grpo={"kl_coef": 0.05, "normalize_std": True}, holdout="families")
+    # The body as the api parses it (JSON in, the route's schema).
+    body = RunCreate.model_validate_json(json.dumps(training_run_body(recipe, "policy", ["factorial-1"])))
+    assert body.grpo.kl_coef == 0.05 and body.grpo.normalize_std is True
+    assert body.grpo.learning_rate == recipe.learning_rate and body.grpo.max_policy_lag == 1
+    assert body.split == "train_families" and body.harness.name == "codeblock"
