@@ -38,19 +38,23 @@ class RowIds:
 
     async def take(self) -> int:
         while not self._ids:
-            await self._refilled()
-        if len(self._ids) < self.block // 4 and self._refill is None:
-            self._refill = asyncio.create_task(self._fetch())
-            self._refill.add_done_callback(self._refill_done)
+            # A finished refill whose ids others took already is no reason to wait: start the next one. (Awaiting a
+            # finished task returns without yielding, so waiting on it again would spin the event loop forever when
+            # more takers than a block woke before the refill's done callback ran.)
+            await asyncio.shield(self._start_refill())
+        if len(self._ids) < self.block // 4:
+            self._start_refill()
         return self._ids.popleft()
 
-    async def _refilled(self) -> None:
-        if self._refill is None:
+    def _start_refill(self) -> asyncio.Task[None]:
+        """The refill in flight, or a new one when none is."""
+        if self._refill is None or self._refill.done():
             self._refill = asyncio.create_task(self._fetch())
             self._refill.add_done_callback(self._refill_done)
-        await asyncio.shield(self._refill)
+        return self._refill
 
     def _refill_done(self, task: asyncio.Task[None]) -> None:
-        self._refill = None
+        if self._refill is task:
+            self._refill = None
         if not task.cancelled():
             task.exception()  # retrieved; a failed refill is retried by the next take()
