@@ -13,12 +13,16 @@ For each worker count (1, then N):
   (extends the chain: suffix render + splice) through the gateway (OpenAI chat, non-streaming), then — at once,
   so both see the same machine — the same prompt ids (read back from the recorded token segments) straight to
   the upstream; p50/p99 of gateway − direct per call kind, and the gateway's own stage times
-  (``calls.notes.gateway_ms``);
-- **streaming**: a plain-text reply streamed (2k prompt, the upstream sleeps 10 ms per token): time to first byte
-  and the delay between consecutive chunks, through the gateway and direct;
-- **requests/s at concurrency 32 and 128**: two-call episodes (2k prompts) through the gateway, then the same
-  number of requests with the same prompt ids direct; with the CPU seconds each part of the machine spent per
-  request (client = this process, upstream, gateway processes, the rest: Postgres, Redis, anything else running).
+  (``calls.notes.gateway_ms``). Episodes come in pairs, as rollouts of a GRPO group do: the first of a pair sends
+  a prompt no call sent before (``new_chain``: every turn tokenized), the second the same prompt again
+  (``new_chain_group``: its turns come from the gateway's turn cache, ``chat_format.TurnCache``);
+- **streaming**: the same three kinds of call, each with a plain-text reply streamed (2k prompt, the upstream
+  sleeps 10 ms per token): time to first byte and the delay between consecutive chunks, through the gateway and
+  direct;
+- **requests/s at concurrency 32 and 128**: two-call episodes (2k prompts) through the gateway, in groups of
+  ``GROUP`` episodes that share their first prompt (a new one per group), then the same number of requests with
+  the same prompt ids direct; with the CPU seconds each part of the machine spent per request (client = this
+  process, upstream, gateway processes, the rest: Postgres, Redis, anything else running).
 """
 
 from __future__ import annotations
@@ -54,7 +58,10 @@ TOOLS = [
 ]  # fmt: skip
 STREAM_TEXT = " ".join(f"step {i} of the plan is done;" for i in range(24))
 TOKEN_DELAY_S = 0.01
-KINDS = ("new_chain", "spliced")
+KINDS = ("new_chain", "new_chain_group", "spliced")
+"""A call with a prompt never sent before, one with the prompt of the group's previous rollout, and a spliced call."""
+GROUP = 8
+"""Episodes of the throughput run that share their first prompt (a GRPO group's rollouts)."""
 STAGES = ("bind", "parse", "plan", "send", "commit")
 
 
@@ -183,6 +190,11 @@ def recorded_calls(
         calls = list(
             session.scalars(select(Call).where(Call.rollout_id == rollout_id).order_by(Call.position))
         )
+        if len({c.chain_id for c in calls}) != 1 or any(c.fork_reason for c in calls):
+            forks = [c.fork_reason for c in calls]
+            raise click.ClickException(
+                f"the gateway did not splice rollout {rollout_id}'s calls (forks: {forks})"
+            )
         chain = load_chain(store, calls, rollout_id=rollout_id)
         return [
             (
@@ -200,6 +212,21 @@ def prompt_of_size(chat_format: ChatFormat, tokens: int) -> str:
     text = FILLER * copies
     base = len(chat_format.render_prompt(Conversation("openai_chat", [Message("user", text)])))
     return FILLER * max(1, copies - (base - tokens) // per_copy)
+
+
+BENCH_NONCE = f"{os.getpid()}-{time.time_ns()}"
+
+
+def group_prompt(text: str, group: str) -> str:
+    """``text`` as the task of ``group``: a first line that no other group (of this or an earlier bench) has, so
+    the group's first call finds none of its user turn in a cache."""
+    return f"Task {group} of bench {BENCH_NONCE}.\n{text}"
+
+
+def group_of(section: str, episode: int) -> tuple[str, str]:
+    """Latency and streaming episodes come in pairs that share a prompt: (the pair, the first call's kind). Pairs
+    run one after the other on one keep-alive connection, so both calls of a pair reach the same gateway worker."""
+    return f"{section}-{episode // 2}", KINDS[episode % 2]
 
 
 class Client:
@@ -242,28 +269,48 @@ class Client:
         }
         return await self._timed(self.session.post(f"{self.upstream_url}/inference/v1/generate", json=body))
 
-    async def streamed(self, key: str, user_text: str) -> list[float]:
-        body = {
-            "model": "policy",
-            "messages": [{"role": "system", "content": "bench"}, {"role": "user", "content": user_text}],
-            "stream": True,
-            "max_tokens": 64,
-        }
-        request = self.session.post(
-            f"{self.gateway_url}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"}
-        )
-        return await self._timed(request)
+    async def streamed(self, key: str, user_text: str) -> tuple[list[float], list[float]]:
+        """Two streamed calls of one rollout (a new chain, then its splice): each one's chunk arrival times."""
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": "bench"},
+            {"role": "user", "content": user_text},
+        ]
+        marks = []
+        for _ in range(2):
+            body = {"model": "policy", "messages": messages, "stream": True, "max_tokens": 64}
+            request = self.session.post(
+                f"{self.gateway_url}/v1/chat/completions",
+                json=body,
+                headers={"Authorization": f"Bearer {key}"},
+            )
+            body_bytes = bytearray()
+            marks.append(await self._timed(request, body_bytes))
+            messages += [{"role": "assistant", "content": streamed_text(bytes(body_bytes))}]
+            messages += [{"role": "user", "content": "go on"}]
+        return marks[0], marks[1]
 
     @staticmethod
-    async def _timed(request: Any) -> list[float]:
+    async def _timed(request: Any, into: bytearray | None = None) -> list[float]:
         start = time.perf_counter()
         marks = []
         async with request as r:
             if r.status != 200:
                 raise click.ClickException(f"answered {r.status}: {await r.text()}")
-            async for _ in r.content.iter_any():
+            async for chunk in r.content.iter_any():
                 marks.append(time.perf_counter() - start)
+                if into is not None:
+                    into += chunk
         return marks + [time.perf_counter() - start]
+
+
+def streamed_text(body: bytes) -> str:
+    """The assistant text of an OpenAI chat completion stream (server-sent events)."""
+    parts = []
+    for line in body.decode().splitlines():
+        if line.startswith("data: ") and line != "data: [DONE]":
+            for choice in json.loads(line[6:]).get("choices") or []:
+                parts.append((choice.get("delta") or {}).get("content") or "")
+    return "".join(parts)
 
 
 async def measure_latency(
@@ -274,12 +321,13 @@ async def measure_latency(
     direct: dict[str, list[float]] = {k: [] for k in KINDS}
     stages: dict[str, dict[str, list[float]]] = {k: {} for k in KINDS}
     prompt_tokens = 0
-    for rollout_id, key in rollouts.make(episodes):
-        through = await client.episode(key, text)
+    for episode, (rollout_id, key) in enumerate(rollouts.make(episodes)):
+        group, first_kind = group_of(f"latency-{len(text)}", episode)
+        through = await client.episode(key, group_prompt(text, group))
         await asyncio.to_thread(rollouts.recorded, key)
         calls = await asyncio.to_thread(recorded_calls, rollouts, store_dir, rollout_id)
         prompt_tokens = len(calls[0][0])
-        for kind, spent, (prompt, stage_ms) in zip(KINDS, through, calls, strict=True):
+        for kind, spent, (prompt, stage_ms) in zip((first_kind, "spliced"), through, calls, strict=True):
             straight = (await client.direct(prompt))[-1]
             gateway[kind].append(spent * 1000)
             direct[kind].append(straight * 1000)
@@ -312,14 +360,17 @@ async def measure_streaming(
         f"{client.upstream_url}/script",
         json={"token_delay_s": TOKEN_DELAY_S, "script": [{"say": STREAM_TEXT}]},
     )
-    through: list[list[float]] = []
-    straight: list[list[float]] = []
+    through: dict[str, list[list[float]]] = {k: [] for k in KINDS}
+    straight: dict[str, list[list[float]]] = {k: [] for k in KINDS}
     try:
-        for rollout_id, key in rollouts.make(episodes):
-            through.append(await client.streamed(key, text))
+        for episode, (rollout_id, key) in enumerate(rollouts.make(episodes)):
+            group, first_kind = group_of("streaming", episode)
+            marks = await client.streamed(key, group_prompt(text, group))
             await asyncio.to_thread(rollouts.recorded, key)
-            [(prompt, _)] = await asyncio.to_thread(recorded_calls, rollouts, store_dir, rollout_id)
-            straight.append(await client.direct(prompt, stream=True))
+            calls = await asyncio.to_thread(recorded_calls, rollouts, store_dir, rollout_id)
+            for kind, call_marks, (prompt, _) in zip((first_kind, "spliced"), marks, calls, strict=True):
+                through[kind].append(call_marks)
+                straight[kind].append(await client.direct(prompt, stream=True))
     finally:
         await client.session.post(
             f"{client.upstream_url}/script", json={"token_delay_s": 0.0, "scripts": prior_scripts}
@@ -335,7 +386,7 @@ async def measure_streaming(
             "total_p50_ms": percentile([m[-1] * 1000 for m in runs], 50),
         }
 
-    return {"gateway": summary(through), "direct": summary(straight)}
+    return {kind: {"gateway": summary(through[kind]), "direct": summary(straight[kind])} for kind in KINDS}
 
 
 async def run_concurrently(concurrency: int, jobs: list[Any], work: Callable[[Any], Awaitable[int]]) -> int:
@@ -377,28 +428,31 @@ async def measure_throughput(
     keys = rollouts.make(concurrency * 4)
     before, start = meter.read(), time.perf_counter()
 
+    jobs = [(key, group_prompt(text, f"c{concurrency}-{i // GROUP}")) for i, (_, key) in enumerate(keys)]
+
     async def episode(job: tuple[str, str]) -> int:
-        await client.episode(job[1], text)
+        await client.episode(*job)
         return 2
 
-    requests = await run_concurrently(concurrency, keys, episode)
+    requests = await run_concurrently(concurrency, jobs, episode)
     elapsed = time.perf_counter() - start
     through_cpu = CpuMeter.per_request_ms(before, meter.read(), requests)
     for _, key in keys:  # the records are written behind: count the time to the last one
         await asyncio.to_thread(rollouts.recorded, key)
     recorded_elapsed = time.perf_counter() - start
     prompts = [p for p, _ in await asyncio.to_thread(recorded_calls, rollouts, store_dir, keys[0][0])]
-    jobs = [prompts[i % 2] for i in range(requests)]
+    direct_jobs = [prompts[i % 2] for i in range(requests)]
     before, start = meter.read(), time.perf_counter()
 
     async def one(prompt: list[int]) -> int:
         await client.direct(prompt)
         return 1
 
-    direct_requests = await run_concurrently(concurrency, jobs, one)
+    direct_requests = await run_concurrently(concurrency, direct_jobs, one)
     direct_elapsed = time.perf_counter() - start
     return {
         "concurrency": concurrency,
+        "group": GROUP,
         "requests": requests,
         "gateway_requests_per_s": requests / elapsed,
         "gateway_recorded_requests_per_s": requests / recorded_elapsed,
@@ -426,8 +480,10 @@ async def measure_gateway(
     ) as session:
         client = Client(gateway_url, upstream_url, session)
         text_2k = await asyncio.to_thread(prompt_of_size, chat_format, 2000)
-        for _, key in rollouts.make(4 * workers):  # warm every worker (id blocks, caches, connections)
-            await client.episode(key, text_2k)
+        for i, (_, key) in enumerate(
+            rollouts.make(4 * workers)
+        ):  # warm every worker (id blocks, connections)
+            await client.episode(key, group_prompt(text_2k, f"warm-{i}"))
         for size in sizes:
             text = await asyncio.to_thread(prompt_of_size, chat_format, size)
             results["latency"][f"{size // 1000}k"] = await measure_latency(
@@ -448,25 +504,26 @@ def print_table(results: dict[str, Any]) -> None:
         "drift check " + ("on" if results["measure_drift"] else "off") + "; loads at start/end of each run: "
         + "; ".join(f"{r['workers']} worker(s) {r['load_start']} → {r['load_end']}" for r in runs)
     )  # fmt: skip
-    header = f"{'prompt':>7} {'call':>10}" + "".join(
+    header = f"{'prompt':>7} {'call':>15}" + "".join(
         " " + f"{r['workers']}w added p50/p99".rjust(22) for r in runs
     )
     click.echo(header + f" {'direct p50':>11}")
     for size in runs[0]["latency"]:
         for kind in KINDS:
-            row = f"{runs[0]['latency'][size]['prompt_tokens']:>7} {kind:>10}"
+            row = f"{runs[0]['latency'][size]['prompt_tokens']:>7} {kind:>15}"
             for r in runs:
                 cell = r["latency"][size][kind]
                 row += f" {cell['added_p50_ms']:>10.1f} / {cell['added_p99_ms']:>6.1f} ms"
             click.echo(row + f" {runs[0]['latency'][size][kind]['direct_p50_ms']:>8.1f} ms")
     for r in runs:
-        s = r["streaming"]
-        click.echo(
-            f"streaming, {r['workers']} worker(s): TTFB p50 {s['gateway']['ttfb_p50_ms']:.1f} ms vs direct "
-            f"{s['direct']['ttfb_p50_ms']:.1f}; inter-chunk p50/p99 {s['gateway']['inter_chunk_p50_ms']:.1f}/"
-            f"{s['gateway']['inter_chunk_p99_ms']:.1f} ms vs direct {s['direct']['inter_chunk_p50_ms']:.1f}/"
-            f"{s['direct']['inter_chunk_p99_ms']:.1f}"
-        )
+        for kind in KINDS:
+            s = r["streaming"][kind]
+            click.echo(
+                f"streaming {kind}, {r['workers']} worker(s): TTFB p50 {s['gateway']['ttfb_p50_ms']:.1f} ms vs "
+                f"direct {s['direct']['ttfb_p50_ms']:.1f}; inter-chunk p50/p99 "
+                f"{s['gateway']['inter_chunk_p50_ms']:.1f}/{s['gateway']['inter_chunk_p99_ms']:.1f} ms vs direct "
+                f"{s['direct']['inter_chunk_p50_ms']:.1f}/{s['direct']['inter_chunk_p99_ms']:.1f}"
+            )
     for r in runs:
         for t in r["throughput"]:
             click.echo(

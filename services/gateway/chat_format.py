@@ -14,12 +14,23 @@ written to close the turn. The splice appends them (loss mask 0) before the next
 
 Rendering is CPU work (jinja + BPE); callers on the event loop run it in a thread (``asyncio.to_thread``). The
 tokenizer is thread-safe for encoding.
+
+A whole prompt (a chain's first call) is tokenized a turn at a time (``encode_turns``): cut just after each
+end-of-turn token — the boundary argument above, so the ids are the same — with each turn's ids kept in a small
+cache (``TurnCache``). BPE is nearly all of a chain start's cost (jinja is ~0.2 ms at 2k or 20k tokens, BPE ~1.5 µs
+a token), and the turns repeat: every rollout of a run starts with the harness's system turn and tools, and the G
+rollouts of a GRPO group send the same first prompt. ``load`` checks the cut on a rendering of its own and turns the
+cache off for a tokenizer where it would change the ids.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import threading
+from array import array
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +82,60 @@ def message_to_template(message: Message) -> dict[str, Any]:
     return out
 
 
+class TurnCache:
+    """Token ids of rendered turns by their text, least recently used out first, bounded by the ids it holds.
+
+    A turn is encoded once even when several threads ask for it at once (a GRPO group's rollouts send their first
+    call together): the first encodes it, the others wait for its ids."""
+
+    def __init__(self, max_ids: int = 1 << 20) -> None:
+        self.max_ids = max_ids
+        self._turns: OrderedDict[str, array[int]] = OrderedDict()
+        self._pending: dict[str, Future[array[int]]] = {}
+        self._ids = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def ids(self, turn: str, encode: Callable[[str], list[int]]) -> array[int]:
+        with self._lock:
+            found = self._turns.get(turn)
+            if found is not None:
+                self._turns.move_to_end(turn)
+                self.hits += 1
+                return found
+            pending = self._pending.get(turn)
+            owner = pending is None
+            if pending is None:
+                self.misses += 1
+                pending = self._pending[turn] = Future()
+            else:
+                self.hits += 1
+        if not owner:
+            return pending.result()
+        try:
+            ids = array("i", encode(turn))
+        except BaseException as exc:
+            with self._lock:
+                del self._pending[turn]
+            pending.set_exception(exc)
+            raise
+        with self._lock:
+            del self._pending[turn]
+            self._keep(turn, ids)
+        pending.set_result(ids)
+        return ids
+
+    def _keep(self, turn: str, ids: array[int]) -> None:
+        if len(ids) > self.max_ids // 4:  # one huge turn (a tool's output) would push out everything else
+            return
+        self._turns[turn] = ids
+        self._ids += len(ids)
+        while self._ids > self.max_ids:
+            _, dropped = self._turns.popitem(last=False)
+            self._ids -= len(dropped)
+
+
 @dataclass
 class ChatFormat:
     """A tokenizer plus its chat template; the only place text becomes prompt token ids."""
@@ -80,6 +145,8 @@ class ChatFormat:
     end_of_turn_id: int
     closing_ids: list[int]
     model_dir: Path
+    turns: TurnCache | None = field(default_factory=TurnCache)
+    """``encode_turns``' cache; None where cutting at end-of-turn tokens would change the ids (``load`` checks)."""
 
     @classmethod
     def load(cls, model_dir: Path) -> ChatFormat:
@@ -105,7 +172,28 @@ class ChatFormat:
             raise ChatFormatError(f"the eos token {end_of_turn!r} is not one token in {model_dir}")
         fmt = cls(tokenizer, end_of_turn, end_of_turn_id, [end_of_turn_id], model_dir)
         fmt._check_end_of_turn()
+        fmt._check_turn_cut()
         return fmt
+
+    def _check_turn_cut(self) -> None:
+        """Tokenizing a turn at a time must give the whole text's ids; where it does not, no turn cache."""
+        text = self.render_text(
+            [
+                Message("system", "Be terse.  "),
+                Message("user", " list\n files é 🙂"),
+                Message("assistant", "ok\n"),
+                Message("user", "\n  and now?"),
+            ],
+            [
+                ToolSpec(
+                    "bash", "Run a command", {"type": "object", "properties": {"command": {"type": "string"}}}
+                )
+            ],
+            add_generation_prompt=True,
+        )
+        cache, self.turns = self.turns, None
+        if cache is not None and self._encode_by_turn(text, TurnCache()) == self.encode(text):
+            self.turns = cache
 
     def _check_end_of_turn(self) -> None:
         """The template must close an assistant turn with the end-of-turn token, or the splice cannot cut."""
@@ -137,6 +225,22 @@ class ChatFormat:
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def encode_turns(self, text: str) -> list[int]:
+        """``encode(text)``, a turn at a time through the turn cache (the module docstring says why it is exact)."""
+        if self.turns is None:
+            return self.encode(text)
+        return self._encode_by_turn(text, self.turns)
+
+    def _encode_by_turn(self, text: str, cache: TurnCache) -> list[int]:
+        ids: list[int] = []
+        start, end = 0, self.end_of_turn
+        while start < len(text):
+            found = text.find(end, start)
+            stop = len(text) if found < 0 else found + len(end)
+            ids += cache.ids(text[start:stop], self.encode)
+            start = stop
+        return ids
 
     def decode(self, ids: list[int]) -> str:
         return str(self.tokenizer.decode(ids, skip_special_tokens=False))

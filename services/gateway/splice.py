@@ -340,7 +340,7 @@ class Splicer:
         text = self.chat_format.render_text(
             conversation.messages, conversation.tools, add_generation_prompt=True
         )
-        return Retemplate(text, self.chat_format.encode(text))
+        return Retemplate(text, self.chat_format.encode_turns(text))
 
     def _extend(self, conversation: Conversation, tip: ChainTip, tip_ids: PromptIds) -> SplicePlan | None:
         closing = [] if tip.closed else list(self.chat_format.closing_ids)

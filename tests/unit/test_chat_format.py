@@ -87,3 +87,100 @@ def test_template_without_end_of_turn_is_refused(tiny_model_dir: Path, tmp_path:
     )
     with pytest.raises(ChatFormatError, match="end-of-turn"):
         ChatFormat.load(tmp_path)
+
+
+@pytest.mark.parametrize("history", sorted(HISTORIES))
+@pytest.mark.parametrize("tools", [[], [BASH, PATCH]], ids=["no_tools", "tools"])
+def test_a_turn_at_a_time_gives_the_whole_texts_ids_cold_and_cached(
+    chat_format: ChatFormat, history: str, tools: list[ToolSpec]
+) -> None:
+    head = [Message("system", "You are terse."), Message("user", "list files")]
+    reply = _call("bash", {"command": "ls -la"}) if tools else Message("assistant", "Sure: ls")
+    text = chat_format.render_text(head + [reply] + HISTORIES[history], tools, add_generation_prompt=True)
+    assert chat_format.turns is not None
+    fresh = ChatFormat.load(chat_format.model_dir)
+    assert fresh.turns is not None
+    assert fresh.encode_turns(text) == chat_format.encode(text)  # every turn a miss
+    hits = fresh.turns.hits
+    assert fresh.encode_turns(text) == chat_format.encode(text)  # every turn from the cache
+    assert fresh.turns.hits - hits == text.count(chat_format.end_of_turn) + 1
+
+
+def test_the_turn_cache_drops_least_recently_used_turns_and_keeps_no_huge_one() -> None:
+    from services.gateway.chat_format import TurnCache
+
+    encoded: list[str] = []
+
+    def encode(turn: str) -> list[int]:
+        encoded.append(turn)
+        return list(range(26 if turn == "huge" else 20))
+
+    cache = TurnCache(max_ids=100)
+    for turn in ("a", "b", "a", "c", "d", "e"):  # 100 ids: all fit; "b" is the least recently used
+        cache.ids(turn, encode)
+    cache.ids("f", encode)  # over the budget: "b" goes first
+    assert encoded == ["a", "b", "c", "d", "e", "f"]
+    for turn in ("a", "c", "d", "e", "f", "b"):
+        cache.ids(turn, encode)
+    assert encoded[-1] == "b" and len(encoded) == 7
+    cache.ids("huge", encode)  # more than a quarter of the budget: encoded, never kept
+    cache.ids("huge", encode)
+    assert encoded[-2:] == ["huge", "huge"]
+
+
+def test_a_turn_asked_for_by_many_threads_at_once_is_encoded_once() -> None:
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from services.gateway.chat_format import TurnCache
+
+    calls = []
+    started = threading.Event()
+
+    def slow_encode(turn: str) -> list[int]:
+        calls.append(turn)
+        started.set()
+        time.sleep(0.3)
+        return [1, 2, 3]
+
+    cache = TurnCache()
+    with ThreadPoolExecutor(8) as pool:
+        first = pool.submit(cache.ids, "system turn", slow_encode)
+        started.wait(5)
+        others = [pool.submit(cache.ids, "system turn", slow_encode) for _ in range(7)]
+        results = [first.result(5)] + [f.result(5) for f in others]
+    assert calls == ["system turn"]
+    assert all(r.tolist() == [1, 2, 3] for r in results)
+    assert (cache.misses, cache.hits) == (1, 7)
+
+
+def test_a_failed_encode_reaches_every_waiter_and_is_not_kept() -> None:
+    from services.gateway.chat_format import TurnCache
+
+    def broken(turn: str) -> list[int]:
+        raise RuntimeError("tokenizer failed")
+
+    cache = TurnCache()
+    with pytest.raises(RuntimeError, match="tokenizer failed"):
+        cache.ids("t", broken)
+    assert cache.ids("t", lambda turn: [5]).tolist() == [5]
+
+
+def test_a_tokenizer_that_marks_the_start_of_every_text_gets_no_turn_cache(tiny_model_dir: Path) -> None:
+    # SentencePiece tokenizers put a word-start marker on the start of each text they encode: tokenizing a turn at
+    # a time would then differ from the whole text, and the check at load must see it.
+    class MarksEachStart(ChatFormat):
+        def encode(self, text: str) -> list[int]:
+            return [7] + super().encode(text)
+
+    base = ChatFormat.load(tiny_model_dir)
+    marked = MarksEachStart(
+        base.tokenizer, base.end_of_turn, base.end_of_turn_id, base.closing_ids, base.model_dir
+    )
+    marked._check_turn_cut()
+    assert marked.turns is None
+    text = base.render_text(
+        [Message("user", "hi"), Message("assistant", "yo")], [], add_generation_prompt=True
+    )
+    assert marked.encode_turns(text) == marked.encode(text)

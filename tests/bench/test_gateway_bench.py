@@ -1,0 +1,39 @@
+"""Smoke run of ``harnessrl bench gateway``: the figures of every call kind exist, each episode's calls were
+spliced into one chain (the bench refuses otherwise), and a group's repeated first prompt is tokenized from the turn
+cache, not again."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.bench, pytest.mark.slow]
+
+
+def test_bench_gateway_json(settings_env: dict[str, str], tiny_model_dir: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "services.cli.main", "bench", "gateway", "--workers", "2", "--sizes", "2000",
+         "--episodes", "8", "--concurrency", "4", "--json"],
+        capture_output=True, text=True, timeout=600,
+        env={**settings_env, "OMP_NUM_THREADS": "1", "HARNESSRL_MODEL_DIR": str(tiny_model_dir)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert [run["workers"] for run in result["runs"]] == [1, 2]
+    for run in result["runs"]:
+        latency = run["latency"]["2k"]
+        assert 2000 <= latency["prompt_tokens"] <= 2500  # the 2k user text, tools, system turn
+        for kind in ("new_chain", "new_chain_group", "spliced"):
+            assert latency[kind]["gateway_p50_ms"] > 0 and latency[kind]["direct_p50_ms"] > 0
+            streamed = run["streaming"][kind]
+            assert streamed["gateway"]["ttfb_p50_ms"] > 0 and streamed["direct"]["inter_chunk_p50_ms"] > 0
+        # ~2k tokens of BPE for a new prompt; the group's second rollout finds every turn in the cache
+        plan = {kind: latency[kind]["stages_p50_ms"]["plan"] for kind in ("new_chain", "new_chain_group")}
+        assert plan["new_chain_group"] < plan["new_chain"] / 2, plan
+        (throughput,) = run["throughput"]
+        assert throughput["concurrency"] == 4 and throughput["requests"] == 32 and throughput["group"] == 8
+        assert throughput["gateway_requests_per_s"] > 0 and throughput["direct_requests_per_s"] > 0
