@@ -80,7 +80,19 @@ def test_inference_killed_mid_group_is_retried_or_set_aside_never_scored(suite: 
 
         follow(suite, first_call_or_over, 300, "a rollout to be running with its first call recorded")
         assert running_with_a_call(), f"the run ended before a call was seen: {client.get_run(run_id)}"
-        kill_and_recover(suite, "inference")
+
+        def every_first_attempt_over() -> bool:
+            with engine.connect() as conn:
+                attempts = conn.execute(
+                    select(func.coalesce(func.jsonb_array_length(Rollout.meta["attempts"]), 0)).where(
+                        Rollout.run_id == run_id
+                    )
+                ).scalars()
+                return all(n >= 1 for n in attempts)
+
+        # Inference stays down until every rollout's first attempt has ended, so the second call meets the outage
+        # however fast the machine restarts vLLM (on a fast one the restart beat the pause and no attempt was hit).
+        kill_and_recover(suite, "inference", down_until=every_first_attempt_over)
 
         follow(suite, lambda: run_status() in ("completed", "failed", "stopped"), 600, "the run to end")
         assert run_status() == "completed", client.get_run(run_id)

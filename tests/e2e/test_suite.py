@@ -289,13 +289,24 @@ def follow(suite: Any, until: Callable[[], bool], timeout_s: float, what: str) -
         time.sleep(1)
 
 
-def kill_and_recover(suite: Any, name: str) -> None:
+def kill_and_recover(
+    suite: Any, name: str, down_until: Callable[[], bool] | None = None, down_timeout_s: float = 180.0
+) -> None:
     """SIGKILL service ``name`` (its whole process group, as a crash would leave it) and let the supervisor
-    notice and restart it; assert the death was reported and the new process is a different one."""
+    notice and restart it; assert the death was reported and the new process is a different one. With
+    ``down_until``, the service stays down (no supervision) until that holds, so what needed it meets the outage
+    whatever the machine's speed (a fast machine restarted vLLM before a harness's next call)."""
     running = suite.supervisor.running[name]
     old_pid = running.proc.pid
     os.killpg(old_pid, signal.SIGKILL)
     running.proc.wait(30)
+    if down_until is not None:
+        deadline = time.monotonic() + down_timeout_s
+        while not down_until():
+            assert time.monotonic() < deadline, (
+                f"{name} stayed down {down_timeout_s:.0f}s; nothing met the outage"
+            )
+            time.sleep(1)
     seen = len(suite.supervisor.events)
     suite.tick()
     events = suite.supervisor.events[seen:]
