@@ -12,8 +12,9 @@ buggy and the correct source here, in-process, so the lists can never disagree w
 1 with the solution).
 
 Output (``shared/datasets/swe_micro/``): ``repos/<instance>/``, ``solutions/<instance>.patch``, ``tasks.jsonl``
-and ``splits.json``: instance ids per split — ``train``/``eval`` hold out one bug variation of every family,
-``train_families``/``eval_families`` hold out whole families (``micro_families.py`` says why each).
+and ``splits.json``: instance ids per split — ``train``/``eval`` hold out one bug variation of every family of
+``FAMILIES``, ``train_families``/``eval_families`` hold out whole families, and the ``TRAIN_ONLY_FAMILIES`` are in
+``train_families`` only (``micro_families.py`` says why each).
 
     python -m shared.datasets.micro [--check]
 """
@@ -28,7 +29,15 @@ from pathlib import Path
 
 from shared.datasets import DATASETS_DIR
 from shared.datasets.build import PROTECTED_PATHS, TEST_TIMEOUT_S
-from shared.datasets.micro_families import FAMILIES, FAMILY_SPLITS, Bug, Case, Family, held_out_variation
+from shared.datasets.micro_families import (
+    FAMILIES,
+    FAMILY_SPLITS,
+    TRAIN_ONLY_FAMILIES,
+    Bug,
+    Case,
+    Family,
+    held_out_variation,
+)
 from shared.tasks import DirSource, Task, commit_tree, dump_tasks, run_git
 
 NAME = "swe_micro"
@@ -69,9 +78,12 @@ def instance_id(family: Family, index: int) -> str:
     return f"{family.name.replace('_', '-')}-{index}"
 
 
-def splits_of(family_index: int, family: Family, variation: int) -> tuple[str, str]:
-    """The variation split and the family split a task belongs to."""
+def splits_of(family_index: int, family: Family, variation: int) -> tuple[str, ...]:
+    """The splits a task belongs to: its family split, and the variation split unless its family only trains
+    (``TRAIN_ONLY_FAMILIES`` stay out of ``train``/``eval``, whose figures they would change)."""
     (by_family,) = [name for name, members in FAMILY_SPLITS.items() if family.name in members]
+    if family_index >= len(FAMILIES):
+        return (by_family,)
     return ("eval" if variation == held_out_variation(family_index) else "train"), by_family
 
 
@@ -133,14 +145,15 @@ def check_family(family: Family) -> None:
 
 def generate() -> dict[Path, str]:
     """Every generated file of ``swe_micro`` (absolute path -> text)."""
-    names = [f.name for f in FAMILIES]
+    families = (*FAMILIES, *TRAIN_ONLY_FAMILIES)
+    names = [f.name for f in families]
     in_splits = [name for members in FAMILY_SPLITS.values() for name in members]
     if sorted(names) != sorted(in_splits) or len(set(in_splits)) != len(in_splits):
         raise MicroBuildError("every family must be in exactly one split")
     out: dict[Path, str] = {}
     tasks: list[Task] = []
     splits: dict[str, list[str]] = {name: [] for name in ("train", "eval", *FAMILY_SPLITS)}
-    for family_index, family in enumerate(FAMILIES):
+    for family_index, family in enumerate(families):
         check_family(family)
         for index, bug in enumerate(family.bugs, start=1):
             task, files, solution = build_variation(family, index, bug)

@@ -732,6 +732,437 @@ def running_total(numbers):
     ),
 )
 
+# Functions that only ever train (``train_families``), never in the bug split, so the bug split's figures stay
+# comparable: more distinct functions to learn the answer's discipline from (one code block holding the whole
+# function, changed only where the issue says) without widening what ``eval_families`` is compared against. None of
+# them repeats an idiom of an ``eval_families`` function (no parity test, no vowel or word counting, no running sum,
+# no maximum, no temperature formula).
+TRAIN_ONLY_FAMILIES: tuple[Family, ...] = (
+    _f(
+        "absolute",
+        "magnitude",
+        "absolute",
+        '''
+def absolute(x):
+    """The distance of x from zero."""
+    if x < 0:
+        return -x
+    return x
+''',
+        [
+            Case("positive", "assert absolute(5) == 5"),
+            Case("negative", "assert absolute(-4) == 4"),
+            Case("minus_one", "assert absolute(-1) == 1"),
+            Case("zero", "assert absolute(0) == 0"),
+            Case("fraction", "assert absolute(-2.5) == 2.5"),
+        ],
+        [
+            Bug(
+                "if x < 0:",
+                "if x > 0:",
+                "absolute makes positive numbers negative\n\n`absolute(5)` returns -5 but should return 5, and "
+                "`absolute(-4)` should return 4.",
+            ),
+            Bug(
+                "        return -x\n",
+                "        return x\n",
+                "absolute returns negative numbers unchanged\n\n`absolute(-4)` returns -4 but should return 4.",
+            ),
+            Bug(
+                "    return x\n",
+                "    return -x\n",
+                "absolute negates positive numbers\n\n`absolute(5)` returns -5 but should return 5.",
+            ),
+            Bug(
+                "if x < 0:",
+                "if x < -1:",
+                "absolute(-1) is -1\n\n`absolute(-1)` returns -1 but should return 1, and `absolute(-0.5)` "
+                "should return 0.5.",
+            ),
+        ],
+    ),
+    _f(
+        "sign",
+        "signs",
+        "sign",
+        '''
+def sign(x):
+    """-1 for a negative number, 1 for a positive one, 0 for zero."""
+    if x > 0:
+        return 1
+    if x < 0:
+        return -1
+    return 0
+''',
+        [
+            Case("positive", "assert sign(7) == 1"),
+            Case("negative", "assert sign(-3) == -1"),
+            Case("zero", "assert sign(0) == 0"),
+            Case("small", "assert sign(0.5) == 1"),
+        ],
+        [
+            Bug(
+                "        return -1\n",
+                "        return 1\n",
+                "sign of a negative number is 1\n\n`sign(-3)` returns 1 but should return -1.",
+            ),
+            Bug(
+                "    return 0\n",
+                "    return 1\n",
+                "sign of zero is 1\n\n`sign(0)` returns 1 but should return 0.",
+            ),
+            Bug(
+                "if x > 0:",
+                "if x > 1:",
+                "sign of a small positive number is 0\n\n`sign(0.5)` returns 0 but should return 1: every number "
+                "above zero has sign 1.",
+            ),
+            Bug(
+                "if x < 0:",
+                "if x <= 0:",
+                "sign of zero is -1\n\n`sign(0)` returns -1 but should return 0.",
+            ),
+        ],
+    ),
+    _f(
+        "square_all",
+        "squares",
+        "square_all",
+        '''
+def square_all(numbers):
+    """A new list of the squares of numbers, in order."""
+    return [n * n for n in numbers]
+''',
+        [
+            Case("small", "assert square_all([1, 2, 3]) == [1, 4, 9]"),
+            Case("empty", "assert square_all([]) == []"),
+            Case("negative", "assert square_all([-2]) == [4]"),
+            Case("zero", "assert square_all([0, 5]) == [0, 25]"),
+        ],
+        [
+            Bug(
+                "n * n",
+                "n * 2",
+                "square_all doubles instead of squaring\n\n`square_all([1, 2, 3])` returns [2, 4, 6] but should "
+                "return [1, 4, 9].",
+            ),
+            Bug(
+                "n * n",
+                "n + n",
+                "square_all adds instead of multiplying\n\n`square_all([1, 2, 3])` returns [2, 4, 6] but should "
+                "return [1, 4, 9], each number times itself.",
+            ),
+            Bug(
+                "for n in numbers]",
+                "for n in numbers[1:]]",
+                "square_all drops the first number\n\n`square_all([1, 2, 3])` returns [4, 9] but should return "
+                "[1, 4, 9].",
+            ),
+            Bug(
+                "for n in numbers]",
+                "for n in numbers if n > 0]",
+                "square_all drops zero and negative numbers\n\n`square_all([-2])` returns [] but should return "
+                "[4], and `square_all([0, 5])` should return [0, 25].",
+            ),
+        ],
+    ),
+    _f(
+        "gcd",
+        "divisors",
+        "gcd",
+        '''
+def gcd(a, b):
+    """The greatest common divisor of two non-negative integers."""
+    while b:
+        a, b = b, a % b
+    return a
+''',
+        [
+            Case("common", "assert gcd(12, 18) == 6"),
+            Case("coprime", "assert gcd(7, 5) == 1"),
+            Case("zero_second", "assert gcd(9, 0) == 9"),
+            Case("zero_first", "assert gcd(0, 4) == 4"),
+            Case("equal", "assert gcd(10, 10) == 10"),
+        ],
+        [
+            Bug(
+                "    return a\n",
+                "    return b\n",
+                "gcd returns 0\n\n`gcd(12, 18)` returns 0 but should return 6.",
+            ),
+            Bug(
+                "while b:",
+                "if b:",
+                "gcd stops after one step\n\n`gcd(12, 18)` returns 18 but should return 6.",
+            ),
+            Bug(
+                "while b:",
+                "while b > 1:",
+                "gcd of coprime numbers is wrong\n\n`gcd(7, 5)` returns 2 but should return 1.",
+            ),
+            Bug(
+                "a, b = b, a % b",
+                "a, b = b, b % a",
+                "gcd swaps the remainder\n\n`gcd(7, 5)` returns 5 but should return 1, and `gcd(0, 4)` raises "
+                "ZeroDivisionError instead of returning 4.",
+            ),
+        ],
+    ),
+    _f(
+        "is_sorted",
+        "ordering",
+        "is_sorted",
+        '''
+def is_sorted(items):
+    """True if every item is less than or equal to the next one."""
+    for i in range(len(items) - 1):
+        if items[i] > items[i + 1]:
+            return False
+    return True
+''',
+        [
+            Case("ascending", "assert is_sorted([1, 2, 3]) is True"),
+            Case("unsorted", "assert is_sorted([3, 1, 2]) is False"),
+            Case("equal_neighbours", "assert is_sorted([2, 2, 5]) is True"),
+            Case("empty", "assert is_sorted([]) is True"),
+            Case("last_pair", "assert is_sorted([1, 2, 5, 4]) is False"),
+        ],
+        [
+            Bug(
+                "items[i] > items[i + 1]",
+                "items[i] >= items[i + 1]",
+                "is_sorted rejects equal neighbours\n\n`is_sorted([2, 2, 5])` returns False but should return "
+                "True: equal items are in order.",
+            ),
+            Bug(
+                "            return False\n",
+                "            return True\n",
+                "is_sorted accepts unsorted lists\n\n`is_sorted([3, 1, 2])` returns True but should return False.",
+            ),
+            Bug(
+                "range(len(items) - 1)",
+                "range(len(items) - 2)",
+                "is_sorted ignores the last pair\n\n`is_sorted([1, 2, 5, 4])` returns True but should return "
+                "False.",
+            ),
+            Bug(
+                "    return True\n",
+                "    return False\n",
+                "is_sorted rejects sorted lists\n\n`is_sorted([1, 2, 3])` returns False but should return True.",
+            ),
+        ],
+    ),
+    _f(
+        "power",
+        "powers",
+        "power",
+        '''
+def power(base, exponent):
+    """base raised to a non-negative integer exponent."""
+    result = 1
+    for _ in range(exponent):
+        result *= base
+    return result
+''',
+        [
+            Case("cube", "assert power(2, 3) == 8"),
+            Case("exponent_zero", "assert power(5, 0) == 1"),
+            Case("exponent_one", "assert power(3, 1) == 3"),
+            Case("negative_base", "assert power(-2, 2) == 4"),
+        ],
+        [
+            Bug(
+                "result = 1\n",
+                "result = base\n",
+                "power multiplies once too often\n\n`power(2, 3)` returns 16 but should return 8, and "
+                "`power(5, 0)` should return 1.",
+            ),
+            Bug(
+                "range(exponent)",
+                "range(exponent - 1)",
+                "power multiplies once too few\n\n`power(2, 3)` returns 4 but should return 8.",
+            ),
+            Bug(
+                "result *= base",
+                "result += base",
+                "power adds instead of multiplying\n\n`power(2, 3)` returns 7 but should return 8 (2 * 2 * 2).",
+            ),
+            Bug(
+                "    return result\n",
+                "    return base\n",
+                "power returns its base\n\n`power(2, 3)` returns 2 but should return 8.",
+            ),
+        ],
+    ),
+    _f(
+        "safe_divide",
+        "division",
+        "safe_divide",
+        '''
+def safe_divide(a, b):
+    """a / b, or None when b is zero."""
+    if b == 0:
+        return None
+    return a / b
+''',
+        [
+            Case("whole", "assert safe_divide(6, 3) == 2"),
+            Case("fraction", "assert safe_divide(1, 4) == 0.25"),
+            Case("zero_divisor", "assert safe_divide(5, 0) is None"),
+            Case("negative", "assert safe_divide(-6, 2) == -3"),
+        ],
+        [
+            Bug(
+                "return a / b",
+                "return a // b",
+                "safe_divide drops the fraction\n\n`safe_divide(1, 4)` returns 0 but should return 0.25.",
+            ),
+            Bug(
+                "return a / b",
+                "return b / a",
+                "safe_divide divides the wrong way round\n\n`safe_divide(6, 3)` returns 0.5 but should return 2.",
+            ),
+            Bug(
+                "if b == 0:",
+                "if a == 0:",
+                "safe_divide raises on a zero divisor\n\n`safe_divide(5, 0)` raises ZeroDivisionError but should "
+                "return None.",
+            ),
+            Bug(
+                "return None",
+                "return 0",
+                "safe_divide returns 0 for a zero divisor\n\n`safe_divide(5, 0)` returns 0 but should return None.",
+            ),
+        ],
+    ),
+    _f(
+        "truncate",
+        "text_limits",
+        "truncate",
+        '''
+def truncate(text, limit):
+    """text cut to at most limit characters, with "..." appended when it was cut."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + "..."
+''',
+        [
+            Case("short", 'assert truncate("hi", 5) == "hi"'),
+            Case("exact", 'assert truncate("hello", 5) == "hello"'),
+            Case("long", 'assert truncate("hello world", 5) == "hello..."'),
+            Case("empty", 'assert truncate("", 3) == ""'),
+        ],
+        [
+            Bug(
+                "len(text) <= limit",
+                "len(text) < limit",
+                'truncate cuts text that fits exactly\n\n`truncate("hello", 5)` returns "hello..." but should '
+                'return "hello".',
+            ),
+            Bug(
+                "text[:limit]",
+                "text[:limit - 1]",
+                'truncate keeps one character too few\n\n`truncate("hello world", 5)` returns "hell..." but should '
+                'return "hello...".',
+            ),
+            Bug(
+                ' + "..."',
+                "",
+                'truncate does not mark cut text\n\n`truncate("hello world", 5)` returns "hello" but should return '
+                '"hello...".',
+            ),
+            Bug(
+                "        return text\n",
+                '        return ""\n',
+                'truncate loses short text\n\n`truncate("hi", 5)` returns "" but should return "hi".',
+            ),
+        ],
+    ),
+    _f(
+        "is_prime",
+        "primes",
+        "is_prime",
+        '''
+def is_prime(n):
+    """True if n is a prime number."""
+    if n < 2:
+        return False
+    for d in range(2, n):
+        if n % d == 0:
+            return False
+    return True
+''',
+        [
+            Case("two", "assert is_prime(2) is True"),
+            Case("seven", "assert is_prime(7) is True"),
+            Case("nine", "assert is_prime(9) is False"),
+            Case("four", "assert is_prime(4) is False"),
+            Case("one", "assert is_prime(1) is False"),
+        ],
+        [
+            Bug(
+                "if n < 2:",
+                "if n < 1:",
+                "is_prime says 1 is prime\n\n`is_prime(1)` returns True but should return False.",
+            ),
+            Bug(
+                "range(2, n)",
+                "range(3, n)",
+                "is_prime misses even numbers\n\n`is_prime(4)` returns True but should return False.",
+            ),
+            Bug(
+                "    return True\n",
+                "    return False\n",
+                "is_prime finds no primes\n\n`is_prime(7)` returns False but should return True.",
+            ),
+            Bug(
+                "if n % d == 0:",
+                "if n % d == 1:",
+                "is_prime rejects primes\n\n`is_prime(7)` returns False but should return True, and `is_prime(9)` "
+                "should return False.",
+            ),
+        ],
+    ),
+    _f(
+        "percentage",
+        "ratios",
+        "percentage",
+        '''
+def percentage(part, whole):
+    """part as a percentage of whole, rounded to one decimal."""
+    return round(part / whole * 100, 1)
+''',
+        [
+            Case("half", "assert percentage(1, 2) == 50.0"),
+            Case("third", "assert percentage(1, 3) == 33.3"),
+            Case("all", "assert percentage(4, 4) == 100.0"),
+            Case("none", "assert percentage(0, 5) == 0.0"),
+        ],
+        [
+            Bug(
+                "* 100",
+                "* 10",
+                "percentage is ten times too small\n\n`percentage(1, 2)` returns 5.0 but should return 50.0.",
+            ),
+            Bug(
+                "part / whole",
+                "whole / part",
+                "percentage divides the wrong way round\n\n`percentage(1, 2)` returns 200.0 but should return 50.0.",
+            ),
+            Bug(
+                "100, 1)",
+                "100, 0)",
+                "percentage rounds to whole numbers\n\n`percentage(1, 3)` returns 33.0 but should return 33.3.",
+            ),
+            Bug(
+                "round(part / whole * 100, 1)",
+                "round(part / whole, 1) * 100",
+                "percentage rounds too early\n\n`percentage(1, 3)` returns 30.000000000000004 but should return 33.3.",
+            ),
+        ],
+    ),
+)
+
 # Base pass@1 of SmolLM2-135M-Instruct per family (codeblock harness, temperature 0.7, 3 samples x 4 tasks, seed 0;
 # 2026-12-02, docs/perf/learning.md "Calibration"), highest first. The family split is stratified by it: families
 # ranked by that rate (ties by name), and ranks 1, 3, 6, 9, 12 and 15 (0-based) go to ``eval_families``, so both
@@ -745,7 +1176,10 @@ BASE_SOLVED_OF_12 = {
 EVAL_RANKS = (1, 3, 6, 9, 12, 15)
 _RANKED = sorted(BASE_SOLVED_OF_12, key=lambda name: (-BASE_SOLVED_OF_12[name], name))
 FAMILY_SPLITS: dict[str, tuple[str, ...]] = {
-    "train_families": tuple(name for rank, name in enumerate(_RANKED) if rank not in EVAL_RANKS),
+    "train_families": (
+        *(name for rank, name in enumerate(_RANKED) if rank not in EVAL_RANKS),
+        *(f.name for f in TRAIN_ONLY_FAMILIES),
+    ),
     "eval_families": tuple(_RANKED[rank] for rank in EVAL_RANKS),
 }
 """Held-out *functions*: no family of ``eval_families`` is ever trained on (transfer across functions)."""

@@ -11,7 +11,7 @@ import pytest
 from services.grader.grade import grade_patch
 from shared.datasets import UnknownSplit, available_datasets, dataset_splits, load_dataset, reference_patch
 from shared.datasets.micro import MicroBuildError, build_variation, check_family, generate, stale_files
-from shared.datasets.micro_families import FAMILIES, FAMILY_SPLITS, Bug, Case, Family
+from shared.datasets.micro_families import FAMILIES, FAMILY_SPLITS, TRAIN_ONLY_FAMILIES, Bug, Case, Family
 from shared.sandbox import Sandbox
 from shared.settings import Settings
 from shared.tasks import DirSource, base_commit_of_dir
@@ -20,6 +20,7 @@ pytestmark = pytest.mark.integration
 
 TASKS = load_dataset("swe_micro")
 FAMILY_OF = {t.instance_id: t.repo for t in TASKS}
+TRAIN_ONLY = {f.name.replace("_", "-") for f in TRAIN_ONLY_FAMILIES}
 
 
 @pytest.fixture(scope="module")
@@ -31,11 +32,18 @@ def test_splits_hold_out_one_bug_of_every_family_and_whole_families() -> None:
     assert "swe_micro" in available_datasets()
     splits = dataset_splits("swe_micro")
     assert set(splits) == {"train", "eval", "train_families", "eval_families"} and len(TASKS) >= 48
-    for train_name, held_out_name in (("train", "eval"), ("train_families", "eval_families")):
+    # The bug split covers the functions of FAMILIES; the family split every task (TRAIN_ONLY_FAMILIES train only).
+    train_only = {t.instance_id for t in TASKS if t.instance_id.rsplit("-", 1)[0] in TRAIN_ONLY}
+    assert len(train_only) == 4 * len(TRAIN_ONLY_FAMILIES)
+    for (train_name, held_out_name), covered in (
+        (("train", "eval"), len(TASKS) - len(train_only)),
+        (("train_families", "eval_families"), len(TASKS)),
+    ):
         train, held_out = load_dataset("swe_micro", train_name), load_dataset("swe_micro", held_out_name)
-        assert len(train) >= 32 and len(held_out) >= 16 and len(train) + len(held_out) == len(TASKS)
+        assert len(train) >= 32 and len(held_out) >= 16 and len(train) + len(held_out) == covered
         assert not {t.instance_id for t in train} & {t.instance_id for t in held_out}
-    # eval: one variation of each of the 16 functions, none of them trained on.
+    assert train_only <= {t.instance_id for t in load_dataset("swe_micro", "train_families")}
+    # eval: one variation of each of the 16 functions of FAMILIES, none of them trained on.
     held_out = load_dataset("swe_micro", "eval")
     assert sorted(t.instance_id.rsplit("-", 1)[0] for t in held_out) == sorted(
         f.name.replace("_", "-") for f in FAMILIES
@@ -66,7 +74,8 @@ def test_generator_refuses_free_rewards_and_impossible_tasks() -> None:
                    (*family.cases, Case("wrong", "assert clamp(1, 0, 10) == 2")), family.bugs)  # fmt: skip
     with pytest.raises(MicroBuildError, match="impossible"):
         check_family(wrong)
-    assert sorted(f.name for f in FAMILIES) == sorted(n for names in FAMILY_SPLITS.values() for n in names)
+    families = (*FAMILIES, *TRAIN_ONLY_FAMILIES)
+    assert sorted(f.name for f in families) == sorted(n for names in FAMILY_SPLITS.values() for n in names)
 
 
 @pytest.mark.slow

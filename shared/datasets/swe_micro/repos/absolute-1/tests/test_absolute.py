@@ -1,0 +1,5 @@
+from magnitude import absolute
+
+
+def test_zero():
+    assert absolute(0) == 0

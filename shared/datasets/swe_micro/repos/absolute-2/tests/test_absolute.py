@@ -1,0 +1,9 @@
+from magnitude import absolute
+
+
+def test_positive():
+    assert absolute(5) == 5
+
+
+def test_zero():
+    assert absolute(0) == 0

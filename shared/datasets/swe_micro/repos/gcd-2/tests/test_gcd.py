@@ -1,0 +1,13 @@
+from divisors import gcd
+
+
+def test_zero_second():
+    assert gcd(9, 0) == 9
+
+
+def test_zero_first():
+    assert gcd(0, 4) == 4
+
+
+def test_equal():
+    assert gcd(10, 10) == 10

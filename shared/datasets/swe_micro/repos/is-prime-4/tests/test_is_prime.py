@@ -1,0 +1,17 @@
+from primes import is_prime
+
+
+def test_two():
+    assert is_prime(2) is True
+
+
+def test_nine():
+    assert is_prime(9) is False
+
+
+def test_four():
+    assert is_prime(4) is False
+
+
+def test_one():
+    assert is_prime(1) is False

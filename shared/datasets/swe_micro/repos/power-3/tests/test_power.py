@@ -1,0 +1,5 @@
+from powers import power
+
+
+def test_exponent_zero():
+    assert power(5, 0) == 1

@@ -1,0 +1,5 @@
+from powers import power
+
+
+def test_exponent_one():
+    assert power(3, 1) == 3

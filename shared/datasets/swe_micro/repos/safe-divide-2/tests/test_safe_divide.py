@@ -1,0 +1,5 @@
+from division import safe_divide
+
+
+def test_zero_divisor():
+    assert safe_divide(5, 0) is None

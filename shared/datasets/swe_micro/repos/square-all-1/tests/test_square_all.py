@@ -1,0 +1,5 @@
+from squares import square_all
+
+
+def test_empty():
+    assert square_all([]) == []
