@@ -19,7 +19,7 @@ from sqlalchemy import select
 
 from services.inference.updater import Published, Updater
 from shared.db import session_scope
-from shared.events import publish_weights
+from shared.events import publish_weights, weights_channel
 from shared.inference_client import InferenceClient
 from shared.models import Weight
 from shared.pool import get_policy_version, get_served
@@ -232,19 +232,27 @@ async def test_swap_under_concurrent_load_attributes_every_response_by_content(
         def answered_by(version: int) -> bool:
             return any(v == version for v, _ in responses)
 
-        workers = [asyncio.create_task(keep_asking()) for _ in range(16)]
-        # Waits for what the test needs, not fixed sleeps: on a loaded machine 1.5 s held no response at all.
-        await until("a response from A", lambda: answered_by(version_a.version))
         import redis
 
         r = redis.Redis.from_url(updater.redis_url)
-        publish_weights(r, publisher.run_id, version_b.version, version_b.object_key)
-        r.close()
-        await until("the swap to B", lambda: updater.served == (publisher.run_id, version_b.version))
-        await until("a response from B", lambda: answered_by(version_b.version))
-        stop.set()
-        await asyncio.gather(*workers)  # a failed request would raise here
-        await updater_task
+        workers = [asyncio.create_task(keep_asking()) for _ in range(16)]
+        try:
+            # Waits for what the test needs, not fixed sleeps: on a loaded machine 1.5 s held no response at all.
+            # A message published before the updater has subscribed is lost (Redis pub/sub keeps nothing), so the
+            # swap is announced only once the channel has its subscriber.
+            channel = weights_channel(r)
+            await until("the updater's subscription", lambda: sum(n for _, n in r.pubsub_numsub(channel)) > 0)
+            await until("a response from A", lambda: answered_by(version_a.version))
+            publish_weights(r, publisher.run_id, version_b.version, version_b.object_key)
+            await until("the swap to B", lambda: updater.served == (publisher.run_id, version_b.version))
+            await until("a response from B", lambda: answered_by(version_b.version))
+        finally:
+            # Also on a failure: 16 callers and a subscribed updater left running would serve the next test.
+            stop.set()
+            r.close()
+            outcome = await asyncio.gather(*workers, updater_task, return_exceptions=True)
+        failed = [repr(o) for o in outcome if isinstance(o, BaseException)]
+        assert not failed, f"a request or the updater failed: {failed}"
 
     versions = [version for version, _ in responses]
     served_a, served_b = versions.count(version_a.version), versions.count(version_b.version)
