@@ -89,6 +89,12 @@ class GRPOConfig(_Section):
     groups that are nearly all-correct or all-wrong, a difficulty bias."""
     std_epsilon: float = Field(1e-6, gt=0, le=1)
     """Added to the std before dividing (``normalize_std``)."""
+    overlong_penalty: float = Field(0.0, ge=0, le=10)
+    """Subtracted from the reward of a rollout whose model calls include one cut by its token limit
+    (``calls.finish_reason = 'length'``) before the group's advantages (and its reward variance) are computed:
+    DAPO's overlong punishment in its hard form. A harness that applies the first usable code block rewards a
+    right block followed by repetition to the limit; this makes stopping pay. The ``rewards`` rows, the eval
+    and the reported training reward stay the task's. 0 = off."""
 
     # Policy loss -------------------------------------------------------------------------------------------
     clip_low: float = Field(0.2, ge=0, lt=1)

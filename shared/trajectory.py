@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -49,6 +49,11 @@ RAW_PREFIX = "raw/"
 PATCHES_PREFIX = "patches/"
 LOGS_PREFIX = "logs/"
 FETCH_CONCURRENCY = 16
+
+FinishReason = Literal["stop", "length", "tool_calls"]
+"""Why a recorded call's sampling ended (``calls.finish_reason``): ``stop`` (an end-of-turn or stop token),
+``length`` (cut by the request's token limit, no tool call parsed), ``tool_calls`` (it called tools)."""
+CUT_BY_LENGTH: FinishReason = "length"
 
 
 # --- object keys -------------------------------------------------------------------------------------------------

@@ -75,6 +75,9 @@ def table(
         f"| eval pass@1, last version ({a.samples} samples) | {a.pass_at_1:.1%} (95% CI {a.interval[0]:.1%}–"
         f"{a.interval[1]:.1%}); versions sampled {a.policy_versions} |",
         f"| eval change | {100 * (a.pass_at_1 - b.pass_at_1):+.1f} points |",
+        "| answers cut by max_tokens | training, per step: "
+        + " ".join(f"{c:.0%}" for c in result.cut_per_step)
+        + f"; eval {b.cut}/{b.samples} → {a.cut}/{a.samples} |",
         f"| steps | {len(result.steps)} learner steps, {sum(s['groups_trained'] for s in result.steps)} groups "
         f"trained, {sum(s['groups_zero_variance'] for s in result.steps)} without reward variance |",
         f"| wall time | {result.wall_s / 60:.1f} min (eval before {b.wall_s / 60:.1f}, training "

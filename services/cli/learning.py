@@ -51,6 +51,7 @@ from shared.db import make_engine
 from shared.eval_stats import wilson_interval
 from shared.settings import Settings
 from shared.statuses import RUN_FINISHED
+from shared.trajectory import CUT_BY_LENGTH
 
 DATASET = "swe_micro"
 HARNESS = "codeblock"
@@ -119,6 +120,8 @@ class EvalResult:
     samples: int
     policy_versions: list[int]
     wall_s: float
+    cut: int = 0
+    """Samples with a model call cut by ``max_tokens``."""
 
     @property
     def pass_at_1(self) -> float:
@@ -140,6 +143,8 @@ class LearningResult:
     stages_s: dict[str, float]
     wall_s: float
     stage_wall_s: dict[str, float] = field(default_factory=dict)
+    cut_per_step: list[float] = field(default_factory=list)
+    """Per sampling step, the share of rollouts with a model call cut by ``max_tokens``."""
 
     @property
     def reward_rise(self) -> float:
@@ -205,9 +210,11 @@ def evaluate(
     result = detail["result"]
     if detail["status"] != "completed" or result is None:
         raise click.ClickException(f"eval {created['id']} ended {detail['status']}: {detail.get('error')}")
+    with make_engine(settings.database_url).connect() as conn:
+        cut = conn.execute(text(EVAL_CUT_SQL), {"run": created["id"], "cut": CUT_BY_LENGTH}).scalar_one()
     return EvalResult(
         created["id"], int(result["passed"]), int(result["samples"]), list(detail["policy_versions"]),
-        time.monotonic() - started,
+        time.monotonic() - started, int(cut),
     )  # fmt: skip
 
 
@@ -218,6 +225,15 @@ SELECT g.step, avg(coalesce(rw.reward, 0)) AS reward
 FROM groups g JOIN rollouts r ON r.group_id = g.id LEFT JOIN rewards rw ON rw.rollout_id = r.id
 WHERE g.run_id = :run GROUP BY g.step ORDER BY g.step
 """
+
+CUT_EXISTS = "EXISTS (SELECT 1 FROM calls c WHERE c.rollout_id = r.id AND c.finish_reason = :cut)"
+
+CUT_SQL = f"""
+SELECT g.step, avg(CASE WHEN {CUT_EXISTS} THEN 1.0 ELSE 0.0 END) AS cut
+FROM groups g JOIN rollouts r ON r.group_id = g.id WHERE g.run_id = :run GROUP BY g.step ORDER BY g.step
+"""
+
+EVAL_CUT_SQL = f"SELECT count(*) FROM rollouts r WHERE r.run_id = :run AND {CUT_EXISTS}"
 
 STAGES_SQL = """
 SELECT (SELECT sum(t.duration_s) FROM trajectories t JOIN rollouts r ON r.id = t.rollout_id
@@ -269,12 +285,19 @@ def train(suite: Any, settings: Settings, recipe: Recipe, progress: Progress) ->
         time.sleep(2)
 
 
-def collect(settings: Settings, train_run: str) -> tuple[list[float], list[dict[str, Any]], dict[str, float]]:
+def collect(
+    settings: Settings, train_run: str
+) -> tuple[list[float], list[float], list[dict[str, Any]], dict[str, float]]:
+    """The training run's reward and cut share per step, its steps rows and its time per stage."""
     with make_engine(settings.database_url).connect() as conn:
         rewards = [float(r["reward"]) for r in conn.execute(text(REWARD_SQL), {"run": train_run}).mappings()]
+        cut = [
+            float(r["cut"])
+            for r in conn.execute(text(CUT_SQL), {"run": train_run, "cut": CUT_BY_LENGTH}).mappings()
+        ]
         steps = [dict(r) for r in conn.execute(text(STEP_ROWS_SQL), {"run": train_run}).mappings()]
         stages = conn.execute(text(STAGES_SQL), {"run": train_run}).mappings().one()
-    return rewards, steps, {k: float(v or 0.0) for k, v in stages.items()}
+    return rewards, cut, steps, {k: float(v or 0.0) for k, v in stages.items()}
 
 
 def run_learning(
@@ -301,11 +324,12 @@ def run_learning(
         progress_for("eval last version", eval_total),
         train_run,
     )
-    rewards, steps, stages = collect(settings, train_run)
+    rewards, cut, steps, stages = collect(settings, train_run)
     return LearningResult(
         recipe=asdict(recipe), train_run=train_run, eval_before=before, eval_after=after,
         reward_per_step=rewards, steps=steps, stages_s=stages, wall_s=time.monotonic() - started,
         stage_wall_s={"eval_before_s": before.wall_s, "train_s": train_s, "eval_after_s": after.wall_s},
+        cut_per_step=cut,
     )  # fmt: skip
 
 

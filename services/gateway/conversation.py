@@ -25,9 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from shared.trajectory import FinishReason
+
 Role = Literal["system", "user", "assistant", "tool"]
 ProviderApi = Literal["openai_chat", "openai_responses", "anthropic_messages", "gemini"]
-FinishReason = Literal["stop", "length", "tool_calls"]
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 Read in order (CleanRL style): ``GRPOConfig`` (every knob, documented; it is the ``grpo`` section of a run's config
 and lives in ``shared/run_config.py``, so the REST API, the CLI and this file share one definition) →
-``group_advantages`` → ``token_weights`` → ``TokenObjective`` (the per-token loss every reconstruction strategy
+``training_reward`` → ``group_advantages`` → ``token_weights`` → ``TokenObjective`` (the per-token loss every reconstruction strategy
 back-propagates) → ``grpo_step``.
 
 The loss is a fixed weighted sum of per-token terms, ``L = sum_t w_t * l_t(logp_t)``: weights come from the
@@ -55,6 +55,12 @@ def group_advantages(rewards: list[float], config: GRPOConfig) -> list[float]:
     return advantage.tolist()
 
 
+def training_reward(rollout: Rollout, config: GRPOConfig) -> float:
+    """The reward the advantage is computed from: the task's, less ``overlong_penalty`` if the token limit cut
+    any of the rollout's calls (the ``rewards`` row and the reported reward stay the task's)."""
+    return rollout.reward - (config.overlong_penalty if rollout.calls_cut else 0.0)
+
+
 def with_advantages(rollouts: list[Rollout], config: GRPOConfig) -> list[Rollout]:
     """Each rollout with its advantage computed within its group (rollouts grouped by ``group_id``)."""
     by_group: dict[str, list[int]] = {}
@@ -62,7 +68,7 @@ def with_advantages(rollouts: list[Rollout], config: GRPOConfig) -> list[Rollout
         by_group.setdefault(rollout.group_id, []).append(index)
     out = list(rollouts)
     for members in by_group.values():
-        advantages = group_advantages([rollouts[i].reward for i in members], config)
+        advantages = group_advantages([training_reward(rollouts[i], config) for i in members], config)
         for i, a in zip(members, advantages, strict=True):
             out[i] = replace(rollouts[i], advantage=a)
     return out

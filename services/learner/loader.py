@@ -26,7 +26,7 @@ from shared.models import Call, Group, Reward
 from shared.models import Rollout as RolloutRow
 from shared.objectstore import ObjectStore
 from shared.statuses import NEVER_TRAINED_OUTCOMES
-from shared.trajectory import InconsistentTrajectory, chains_from_rows, fetch_segments
+from shared.trajectory import CUT_BY_LENGTH, InconsistentTrajectory, chains_from_rows, fetch_segments
 
 
 class GroupSetAside(Exception):
@@ -97,7 +97,8 @@ def load_group(
         except InconsistentTrajectory as exc:
             raise GroupSetAside(group_id, f"rollout {rollout.id}: {exc}") from None
         versions += [call.policy_version for chain in chains for call in chain.calls]
-        loaded.append(Rollout(rollout.id, group_id, float(rewards[rollout.id]), chains))
+        cut = sum(call.finish_reason == CUT_BY_LENGTH for call in calls_by_rollout.get(rollout.id, []))
+        loaded.append(Rollout(rollout.id, group_id, float(rewards[rollout.id]), chains, calls_cut=cut))
     if len(loaded) < 2:
         raise GroupSetAside(group_id, f"only {len(loaded)} rewarded rollout(s): no group baseline")
     oldest = min(versions) if versions else group.policy_version

@@ -86,7 +86,7 @@ RECENT_CONSUMED = 1000
 # Step metrics written to TensorBoard as ``train/<name>`` (shared/tensorboard.py), beside the steps row.
 TENSORBOARD_METRICS = (
     "loss", "reward_mean", "reward_std", "kl", "kl_behavior", "clip_fraction", "tokens_computed", "loss_tokens",
-    "step_time_s", "load_s", "publish_s",
+    "step_time_s", "load_s", "publish_s", "cut_fraction",
 )  # fmt: skip
 
 
@@ -364,7 +364,7 @@ class Learner:
         if self.state.policy_version - loaded.oldest_version > self.max_policy_lag:
             collected.stale.append(group_id)
             collected.untrained_rewards.extend(loaded.rewards)
-        elif float(np.std(loaded.rewards)) == 0.0:
+        elif float(np.std([grpo.training_reward(r, self.config) for r in loaded.rollouts])) == 0.0:
             collected.zero_variance.append(group_id)
             collected.untrained_rewards.extend(loaded.rewards)
         else:
@@ -497,6 +497,7 @@ class Learner:
             "trained_group_ids": [g.group_id for g in collected.trainable],
             "checkpoint_write_s_previous": self.checkpoints.last_write_s,
             "policy_lag_max": lag_max,
+            "cut_fraction": sum(1 for r in rollouts if r.calls_cut) / len(rollouts) if rollouts else 0.0,
         }
         window_end = time.time()
         busy = self._measure(step, window_end, learner_busy_s=time.perf_counter() - started)

@@ -32,6 +32,9 @@ class Rollout:
     reward: float
     chains: tuple[Chain, ...]
     advantage: float = 0.0
+    calls_cut: int = 0
+    """Its model calls that the token limit cut (``calls.finish_reason = 'length'``): what
+    ``GRPOConfig.overlong_penalty`` charges."""
 
 
 @dataclass

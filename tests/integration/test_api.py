@@ -515,6 +515,7 @@ GRPO_WALK: dict[str, tuple[Any, Any]] = {
     "baseline": ("leave_one_out", 1),
     "normalize_std": (True, "yes"),
     "std_epsilon": (1e-4, "small"),
+    "overlong_penalty": (0.5, "half"),
     "clip_low": (0.1, "0.1"),
     "clip_high": (0.3, [0.3]),
     "tis_cap": (None, "off"),

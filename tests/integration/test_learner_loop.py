@@ -230,6 +230,28 @@ def test_a_step_without_signal_still_commits_one_version(settings, db, store, le
     assert store.exists(weight.object_key)
 
 
+def test_overlong_penalty_trains_a_group_whose_right_answers_differ_only_in_being_cut(  # type: ignore[no-untyped-def]
+    settings, db, learner_run
+) -> None:
+    """Every rollout right, two of four cut by the token limit: no reward variance without the penalty, a
+    trained group with it (the cut ones pushed down); the recorded reward stays the task's."""
+    for penalty, trained in ((0.0, 0), (0.5, 1)):
+        run = learner_run(groups_per_step=1, overlong_penalty=penalty)
+        run.add_group([1.0, 1.0, 1.0, 1.0], seed=1, cut={1, 3})
+        learner = Learner(settings, run.run_id, consumer="c1")
+        try:
+            report = learner.step_once(wait_s=5)
+        finally:
+            learner.close()
+        assert report is not None
+        with session_scope(db) as session:
+            step = session.scalars(select(Step).where(Step.run_id == run.run_id)).one()
+            assert (step.groups_trained, step.groups_zero_variance) == (trained, 1 - trained)
+            assert step.reward_mean == 1.0
+            assert step.metrics["cut_fraction"] == (0.5 if trained else 0.0)
+            assert (step.tokens > 0) == bool(trained)
+
+
 def test_learner_exits_when_its_run_is_over(settings, db, learner_run) -> None:  # type: ignore[no-untyped-def]
     from sqlalchemy import update
 

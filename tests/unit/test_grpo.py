@@ -48,6 +48,26 @@ def test_advantages_are_computed_within_each_group() -> None:
     assert [r.advantage for r in out] == pytest.approx([0.5, -0.5, -1.0, 1.0])
 
 
+def test_overlong_penalty_charges_rollouts_cut_by_the_token_limit() -> None:
+    from dataclasses import replace
+
+    right, right_cut, wrong, wrong_cut = (
+        replace(_rollout(rid, "g", reward, 3), calls_cut=cut)
+        for rid, reward, cut in (("a", 1.0, 0), ("b", 1.0, 2), ("c", 0.0, 0), ("d", 0.0, 1))
+    )
+    group = [right, right_cut, wrong, wrong_cut]
+    off = grpo.with_advantages(group, grpo.GRPOConfig())
+    assert [r.advantage for r in off] == pytest.approx([0.5, 0.5, -0.5, -0.5])
+    config = grpo.GRPOConfig(overlong_penalty=0.5)
+    assert [grpo.training_reward(r, config) for r in group] == [1.0, 0.5, 0.0, -0.5]
+    on = grpo.with_advantages(group, config)
+    # Training rewards 1, 0.5, 0, -0.5 (mean 0.25): a right answer that stopped beats one the limit cut.
+    assert [r.advantage for r in on] == pytest.approx([0.75, 0.25, -0.25, -0.75])
+    assert [r.reward for r in on] == [1.0, 1.0, 0.0, 0.0]  # the task's reward is kept as it was
+    with pytest.raises(ValueError):
+        grpo.GRPOConfig(overlong_penalty=-1.0)
+
+
 def test_token_and_sequence_aggregation_weights() -> None:
     batch = TrainingBatch([_rollout("a", "g", 1.0, 2), _rollout("b", "g", 0.0, 6)])
     token = grpo.token_weights(batch, grpo.GRPOConfig(aggregation="token"))

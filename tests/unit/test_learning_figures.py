@@ -32,6 +32,21 @@ def test_reward_rise_and_figures() -> None:
     assert figures["eval_after"]["interval_95"] == list(wilson_interval(20, 72))
 
 
+def test_the_table_reports_answers_cut_by_max_tokens() -> None:
+    from pathlib import Path
+
+    from services.cli.bench_learning import table
+
+    before, after = EvalResult("a", 10, 72, [0], 60.0, cut=9), EvalResult("b", 20, 72, [8], 60.0, cut=40)
+    result = LearningResult(
+        {}, "run", before, after, [0.1, 0.2], [], {"rollouts_s": 1, "grading_s": 1, "learner_s": 1,
+        "swap_paused_s": 1}, 1.0, {"train_s": 1.0}, cut_per_step=[0.25, 0.5],
+    )  # fmt: skip
+    row = next(line for line in table(result, "m", "m", Path("x.png")).splitlines() if "cut by" in line)
+    assert row == "| answers cut by max_tokens | training, per step: 25% 50%; eval 9/72 → 40/72 |"
+    assert result.as_dict()["eval_after"]["cut"] == 40
+
+
 def test_the_demo_estimate_stays_within_half_an_hour_on_a_quiet_machine() -> None:
     assert RECIPE.estimate_minutes(eval_tasks=24, load=1.0) <= 30
     assert RECIPE.estimate_minutes(eval_tasks=24, load=16.0) > RECIPE.estimate_minutes(
