@@ -90,11 +90,13 @@ class GRPOConfig(_Section):
     std_epsilon: float = Field(1e-6, gt=0, le=1)
     """Added to the std before dividing (``normalize_std``)."""
     overlong_penalty: float = Field(0.0, ge=0, le=10)
-    """Subtracted from the reward of a rollout whose model calls include one cut by its token limit
-    (``calls.finish_reason = 'length'``) before the group's advantages (and its reward variance) are computed:
-    DAPO's overlong punishment in its hard form. A harness that applies the first usable code block rewards a
-    right block followed by repetition to the limit; this makes stopping pay. The ``rewards`` rows, the eval
-    and the reported training reward stay the task's. 0 = off."""
+    """Taken from the reward a rollout earned (never below 0) when one of its model calls was cut by its token
+    limit (``calls.finish_reason = 'length'``), before the group's advantages and its reward variance are
+    computed: a harness that applies the first usable code block rewards a right block followed by repetition
+    to the limit, and this makes stopping pay. Cut answers that earned nothing are not charged: charging them
+    (attempt 17 in docs/perf/learning.md) puts a length-only signal into every all-wrong group, which with
+    ``normalize_std`` weighs as much as correctness, and the policy learned to stop before the function's end.
+    The ``rewards`` rows, the eval and the reported training reward stay the task's. 0 = off."""
 
     # Policy loss -------------------------------------------------------------------------------------------
     clip_low: float = Field(0.2, ge=0, lt=1)

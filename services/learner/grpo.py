@@ -57,8 +57,12 @@ def group_advantages(rewards: list[float], config: GRPOConfig) -> list[float]:
 
 def training_reward(rollout: Rollout, config: GRPOConfig) -> float:
     """The reward the advantage is computed from: the task's, less ``overlong_penalty`` if the token limit cut
-    any of the rollout's calls (the ``rewards`` row and the reported reward stay the task's)."""
-    return rollout.reward - (config.overlong_penalty if rollout.calls_cut else 0.0)
+    any of the rollout's calls — taken from what the rollout earned, never below 0, so cut answers that earned
+    nothing stay level with short ones that earned nothing (the ``rewards`` row and the reported reward stay
+    the task's)."""
+    if not rollout.calls_cut or rollout.reward <= 0:
+        return rollout.reward
+    return rollout.reward - min(config.overlong_penalty, rollout.reward)
 
 
 def with_advantages(rollouts: list[Rollout], config: GRPOConfig) -> list[Rollout]:

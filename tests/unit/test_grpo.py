@@ -59,11 +59,18 @@ def test_overlong_penalty_charges_rollouts_cut_by_the_token_limit() -> None:
     off = grpo.with_advantages(group, grpo.GRPOConfig())
     assert [r.advantage for r in off] == pytest.approx([0.5, 0.5, -0.5, -0.5])
     config = grpo.GRPOConfig(overlong_penalty=0.5)
-    assert [grpo.training_reward(r, config) for r in group] == [1.0, 0.5, 0.0, -0.5]
+    # Only what a cut rollout earned is charged: a wrong answer stays at 0, cut or not.
+    assert [grpo.training_reward(r, config) for r in group] == [1.0, 0.5, 0.0, 0.0]
     on = grpo.with_advantages(group, config)
-    # Training rewards 1, 0.5, 0, -0.5 (mean 0.25): a right answer that stopped beats one the limit cut.
-    assert [r.advantage for r in on] == pytest.approx([0.75, 0.25, -0.25, -0.75])
+    # Training rewards 1, 0.5, 0, 0 (mean 0.375): a right answer that stopped beats one the limit cut.
+    assert [r.advantage for r in on] == pytest.approx([0.625, 0.125, -0.375, -0.375])
     assert [r.reward for r in on] == [1.0, 1.0, 0.0, 0.0]  # the task's reward is kept as it was
+    # Never below 0: a penalty larger than the reward takes the reward, no more.
+    big = grpo.GRPOConfig(overlong_penalty=3.0)
+    assert [grpo.training_reward(r, big) for r in group] == [1.0, 0.0, 0.0, 0.0]
+    partial = replace(_rollout("e", "g", 0.3, 3), calls_cut=1)
+    assert grpo.training_reward(partial, config) == 0.0
+    assert grpo.training_reward(replace(partial, reward=-1.0), config) == -1.0
     with pytest.raises(ValueError):
         grpo.GRPOConfig(overlong_penalty=-1.0)
 
