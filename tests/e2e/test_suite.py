@@ -224,6 +224,13 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:160]
+    except OSError:
+        return "?"
+
+
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_stop_signal_to_a_background_up_leaves_no_process_of_the_suite(
     tiny_model_dir: Path, stop_signal: signal.Signals
@@ -259,7 +266,11 @@ def test_a_stop_signal_to_a_background_up_leaves_no_process_of_the_suite(
             try:
                 code = up.wait(timeout=150)  # each service gets 15 s after SIGTERM, then SIGKILL
             except subprocess.TimeoutExpired:
-                raise AssertionError(f"up still running 150 s after {stop_signal.name}") from None
+                still = {pid: _cmdline(pid) for pid in sorted(suite) if alive(pid)}
+                raise AssertionError(
+                    f"up still running 150 s after {stop_signal.name}; suite processes alive: {still}\n"
+                    + console.read_text(errors="replace")[-4000:]
+                ) from None
             text = console.read_text(errors="replace")
             left = sorted(pid for pid in suite if alive(pid))
         finally:
