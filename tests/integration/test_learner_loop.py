@@ -25,6 +25,15 @@ def _pending(redis_client, run_id: str) -> int:  # type: ignore[no-untyped-def]
     return int(redis_client.xpending(groups_stream(run_id), GROUPS_CONSUMER_GROUP)["pending"])
 
 
+def _step_once(settings, run_id: str):  # type: ignore[no-untyped-def]
+    """One learner step of run ``run_id`` by a fresh learner, closed afterwards; its report."""
+    learner = Learner(settings, run_id, consumer="c1")
+    try:
+        return learner.step_once(wait_s=5)
+    finally:
+        learner.close()
+
+
 def test_step_trains_publishes_and_sets_aside_bad_groups(  # type: ignore[no-untyped-def]
     settings, db, store, redis_client, learner_run, tiny_model_dir
 ) -> None:
@@ -35,11 +44,7 @@ def test_step_trains_publishes_and_sets_aside_bad_groups(  # type: ignore[no-unt
     good = [run.add_group([1.0, 0.0, 0.5, 0.0], seed=1), run.add_group([0.0, 1.0, 1.0, 0.0], seed=2)]
     pubsub = redis_client.pubsub()
     pubsub.subscribe(weights_channel(redis_client))
-    learner = Learner(settings, run.run_id, consumer="c1")
-    try:
-        report = learner.step_once(wait_s=5)
-    finally:
-        learner.close()
+    report = _step_once(settings, run.run_id)
     assert report is not None and report.step == 1 and report.policy_version == 1
     with session_scope(db) as session:
         step = session.scalars(select(Step).where(Step.run_id == run.run_id)).one()
@@ -93,11 +98,7 @@ def test_a_group_with_an_infrastructure_failure_is_set_aside_never_scored(  # ty
     run = learner_run(groups_per_step=2)
     good = run.add_group([1.0, 0.0, 0.5, 0.0], seed=1)
     broken = run.add_group([1.0, 0.0, 0.0, 0.0], seed=2, corrupt="infrastructure")
-    learner = Learner(settings, run.run_id, consumer="c1")
-    try:
-        report = learner.step_once(wait_s=5)
-    finally:
-        learner.close()
+    report = _step_once(settings, run.run_id)
     assert report is not None
     with session_scope(db) as session:
         step = session.scalars(select(Step).where(Step.run_id == run.run_id)).one()
@@ -238,11 +239,7 @@ def test_overlong_penalty_trains_a_group_whose_right_answers_differ_only_in_bein
     for penalty, trained in ((0.0, 0), (0.5, 1)):
         run = learner_run(groups_per_step=1, overlong_penalty=penalty)
         run.add_group([1.0, 1.0, 1.0, 1.0], seed=1, cut={1, 3})
-        learner = Learner(settings, run.run_id, consumer="c1")
-        try:
-            report = learner.step_once(wait_s=5)
-        finally:
-            learner.close()
+        report = _step_once(settings, run.run_id)
         assert report is not None
         with session_scope(db) as session:
             step = session.scalars(select(Step).where(Step.run_id == run.run_id)).one()
