@@ -114,6 +114,13 @@ class Settings(BaseSettings):
     capture_flush_timeout_s: float = Field(
         60.0, description="How long the runner waits for the gateway to record a finished rollout's calls."
     )
+    capture_linger_ms: float = Field(
+        10.0,
+        ge=0,
+        le=1000,
+        description="How long the gateway lets a short queue of call records fill before one write (fewer,"
+        " fuller transactions under load); 0 writes at once.",
+    )
     runner_concurrency: int = Field(
         default_factory=lambda: default_runner_concurrency(os.cpu_count()),
         ge=1,

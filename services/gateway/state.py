@@ -148,7 +148,7 @@ async def open_state(
         chat_format=chat_format,
         splicer=Splicer(chat_format, splice_mode),
         tips=tips,
-        recorder=Recorder(sessions, store, tip_redis),
+        recorder=Recorder(sessions, store, tip_redis, linger_s=settings.capture_linger_ms / 1000),
         call_ids=RowIds(engine, "calls"),
         chain_ids=RowIds(engine, "chains"),
         directory=RolloutDirectory(engine, tips),

@@ -533,3 +533,38 @@ def test_lora_run_samples_with_its_served_adapter_and_records_its_version(
             recorded = [(c.policy_version, c.notes["policy_version_source"]) for c in calls]
         time.sleep(0.1)
     assert recorded == [(0, "base"), (3, "adapter")]
+
+
+def test_records_of_calls_answered_close_together_land_in_one_transaction(
+    gateway_factory, scripted_policy, make_rollout, db
+):  # type: ignore[no-untyped-def]
+    """The write-behind queue lingers ``capture_linger_ms`` after its oldest record: calls answered within that
+    window are written by one transaction, and every one of them is recorded."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from prometheus_client import REGISTRY
+
+    def batches() -> tuple[float, float]:
+        count = REGISTRY.get_sample_value("harnessrl_capture_batch_records_count") or 0.0
+        return count, REGISTRY.get_sample_value("harnessrl_capture_batch_records_sum") or 0.0
+
+    gateway = gateway_factory(capture_linger_ms=1000)
+
+    def call(rollout) -> int:  # type: ignore[no-untyped-def]
+        headers = {"Authorization": f"Bearer {rollout.rollout_key}"}
+        response = httpx.post(
+            gateway.url + "/v1/chat/completions", json=chat_body(), headers=headers, timeout=30
+        )
+        return response.status_code
+
+    assert call(make_rollout()) == 200  # a warm gateway: tokenizer, connections, row ids
+    rollouts = [make_rollout() for _ in range(6)]
+    settle_gateways()
+    before = batches()
+    started = time.monotonic()
+    with ThreadPoolExecutor(len(rollouts)) as pool:
+        assert list(pool.map(call, rollouts)) == [200] * len(rollouts)
+    assert time.monotonic() - started < 1.0, "the calls were not answered within one linger window"
+    assert all(count_calls(db, r.rollout_id) == 1 for r in rollouts)
+    count, records = (after - prior for after, prior in zip(batches(), before, strict=True))
+    assert (count, records) == (1.0, 6.0)
