@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -64,11 +64,19 @@ class ObjectStore(Protocol):
 
 
 class LocalObjectStore:
-    """Objects as files under one directory (the embedded default)."""
+    """Objects as files under one directory (the embedded default).
+
+    A write goes to a temporary file beside the object and is renamed over it. The directories written to are
+    remembered (resolved and inside the root), so a write costs no path resolution or ``mkdir`` after the first
+    one into its directory — the gateway writes two objects per model call."""
+
+    DIRS_KEPT = 4096
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
+        self._dirs: dict[str, str] = {}
+        self._temp_names = itertools.count()
 
     def _path(self, key: str) -> Path:
         path = (self.root / check_key(key)).resolve()
@@ -76,10 +84,37 @@ class LocalObjectStore:
             raise ObjectKeyError(f"object key {key!r} escapes the store")
         return path
 
+    def _directory(self, key: str) -> tuple[str, str]:
+        """The resolved directory an object of ``key`` goes in (made if need be) and the object's file name."""
+        parent_key, _, name = check_key(key).rpartition("/")
+        directory = self._dirs.get(parent_key)
+        if directory is None:
+            parent = self._path(parent_key) if parent_key else self.root
+            parent.mkdir(parents=True, exist_ok=True)
+            if len(self._dirs) >= self.DIRS_KEPT:
+                self._dirs.clear()
+            directory = self._dirs[parent_key] = str(parent)
+        return directory, name
+
+    def _open_temp(self, key: str) -> tuple[int, str, str]:
+        """A new temporary file beside the object: (fd, its path, the object's path)."""
+        for attempt in range(100):
+            directory, name = self._directory(key)
+            tmp = f"{directory}/.tmp-{os.getpid()}-{next(self._temp_names)}"
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            except FileNotFoundError:  # the directory was removed since it was remembered
+                if attempt:
+                    raise
+                self._dirs.pop(key.rpartition("/")[0], None)
+                continue
+            except FileExistsError:  # left by a process that had this pid before
+                continue
+            return fd, tmp, f"{directory}/{name}"
+        raise ObjectStoreError(f"no free temporary name beside {key!r}")
+
     def put_stream(self, key: str, stream: BinaryIO, content_type: str = "application/octet-stream") -> int:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        fd, tmp, path = self._open_temp(key)
         written = 0
         try:
             with os.fdopen(fd, "wb") as out:
@@ -94,7 +129,19 @@ class LocalObjectStore:
         return written
 
     def put_bytes(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> None:
-        self.put_stream(key, io.BytesIO(data), content_type)
+        fd, tmp, path = self._open_temp(key)
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
 
     def put_file(self, key: str, path: Path) -> None:
         with open(path, "rb") as f:

@@ -98,3 +98,35 @@ def test_local_store_writes_are_atomic(tmp_path: Path) -> None:
         store.put_stream("half/written.bin", Exploding())  # type: ignore[arg-type]
     assert not store.exists("half/written.bin")
     assert list(store.list("")) == []
+
+
+def test_local_store_writes_again_into_a_directory_removed_after_its_first_write(tmp_path: Path) -> None:
+    store = LocalObjectStore(tmp_path / "objects")
+    store.put_bytes("runs/r1/a.bin", b"first")
+    (tmp_path / "objects" / "runs" / "r1" / "a.bin").unlink()
+    (tmp_path / "objects" / "runs" / "r1").rmdir()  # the store remembers the directory; it is gone
+    store.put_bytes("runs/r1/b.bin", b"second")
+    assert store.get_bytes("runs/r1/b.bin") == b"second"
+    assert list(store.list("runs/")) == ["runs/r1/b.bin"]
+
+
+def test_local_store_skips_a_temporary_name_left_by_a_dead_process(tmp_path: Path) -> None:
+    store = LocalObjectStore(tmp_path / "objects")
+    store.put_bytes("d/first.bin", b"1")
+    taken = [tmp_path / "objects" / "d" / f".tmp-{os.getpid()}-{n}" for n in range(1, 4)]
+    for path in taken:  # the next names this process would pick, left behind by an earlier process of its pid
+        path.write_bytes(b"stale")
+    store.put_bytes("d/second.bin", b"2")
+    assert store.get_bytes("d/second.bin") == b"2"
+    assert all(path.read_bytes() == b"stale" for path in taken)
+    assert list(store.list("d/")) == ["d/first.bin", "d/second.bin"]
+
+
+def test_local_store_refuses_a_directory_that_is_a_symlink_out_of_the_store(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    store = LocalObjectStore(tmp_path / "objects")
+    (tmp_path / "objects" / "escape").symlink_to(outside)
+    with pytest.raises(ObjectKeyError):
+        store.put_bytes("escape/x.bin", b"no")
+    assert list(outside.iterdir()) == []
