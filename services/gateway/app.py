@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
-import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import ModuleType
@@ -45,6 +44,7 @@ from services.gateway.state import GatewayState, open_state
 from services.gateway.tips import RolloutState
 from shared import capture_state, metrics
 from shared.context_fit import ContextOverflow, record_overflow_async
+from shared.ids import unique_hex
 from shared.incidents import new_incident, record_incident_async
 from shared.logging import bind
 from shared.pool import Served
@@ -167,7 +167,7 @@ async def model_call(
     state = request.app[STATE]
     adapter = request.app[ADAPTERS_KEY][api]
     request[metrics.PROVIDER_KEY] = api
-    serving = capture_state.SERVING_PREFIX + secrets.token_hex(8)
+    serving = capture_state.SERVING_PREFIX + unique_hex(16)
     served = asyncio.ensure_future(state.served())
     try:
         rollout, rollout_state = await bind_rollout(request, serving)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from types import ModuleType
@@ -44,6 +43,7 @@ from services.gateway.toolcalls import ToolCallParser
 from shared import metrics
 from shared.adapters import adapter_version
 from shared.busy_time import GENERATION_NOTE, generation_stamp
+from shared.ids import unique_hex
 from shared.inference_client import (
     ContextTooLong,
     InferenceError,
@@ -269,7 +269,7 @@ class ModelCall:
         for event in parser.finish():
             yield event
         completion = Completion(
-            id=uuid.uuid4().hex,
+            id=unique_hex(32),
             model=self.conversation.model or self.state.settings.served_model_name,
             text=parser.text,
             reasoning=parser.reasoning or None,
@@ -421,4 +421,4 @@ async def _whole(sampled: Awaitable[Sampled]) -> AsyncIterator[SampledChunk]:
 
 
 def _call_id() -> str:
-    return "call_" + uuid.uuid4().hex[:24]
+    return "call_" + unique_hex(24)

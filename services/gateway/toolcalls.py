@@ -19,12 +19,12 @@ A call to a ``custom`` (freeform) tool carries its ``input`` string as arguments
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from services.gateway.conversation import ReasoningDelta, TextDelta, ToolCall, ToolCallEvent, ToolSpec
+from shared.ids import unique_hex
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
@@ -44,7 +44,7 @@ class ToolCallParseError(ValueError):
 
 
 def new_call_id() -> str:
-    return "call_" + secrets.token_hex(12)
+    return "call_" + unique_hex(24)
 
 
 @dataclass

@@ -17,12 +17,12 @@ import binascii
 import hashlib
 import json
 import math
-import secrets
 from collections.abc import Callable
 from functools import wraps
 from typing import Any, ParamSpec, TypeVar
 
 from services.gateway.conversation import ProviderError, ToolCall
+from shared.ids import unique_hex
 
 # Content-part lists become one string; parts are joined by a newline, which is how the chat templates
 # we serve separate consecutive text blocks of one turn.
@@ -307,7 +307,7 @@ def with_prefix(prefix: str, raw: str) -> str:
 
 
 def random_id(prefix: str) -> str:
-    return prefix + secrets.token_hex(12)
+    return prefix + unique_hex(24)
 
 
 def encode_reasoning_blob(reasoning: str) -> str:
