@@ -21,7 +21,9 @@ For each worker count (1, then N):
   direct;
 - **requests/s at concurrency 32 and 128**: two-call episodes (2k prompts) through the gateway, in groups of
   ``GROUP`` episodes that share their first prompt (a new one per group), then the same number of requests with
-  the same prompt ids direct; with the CPU seconds each part of the machine spent per request (client = this
+  the same prompt ids direct. Each side first runs one unmeasured round at that concurrency (the gateway's with
+  prompts of its own, its records written before the measured round), so both are measured with connection
+  pools filled to the concurrency — a serving gateway's steady state — not while opening them; with the CPU seconds each part of the machine spent per request (client = this
   process, upstream, gateway processes, the rest: Postgres, Redis, anything else running).
 """
 
@@ -61,6 +63,9 @@ TOKEN_DELAY_S = 0.01
 KINDS = ("new_chain", "new_chain_group", "spliced")
 """A call with a prompt never sent before, one with the prompt of the group's previous rollout, and a spliced call."""
 GROUP = 8
+THROUGHPUT_EPISODES = 512
+"""Measured episodes (two calls each) per concurrency level: a few seconds of load, so one noisy second of a shared
+VM moves the figure less."""
 """Episodes of the throughput run that share their first prompt (a GRPO group's rollouts)."""
 STAGES = ("bind", "parse", "plan", "send", "commit")
 
@@ -423,17 +428,31 @@ class CpuMeter:
 
 
 async def measure_throughput(
-    client: Client, rollouts: Rollouts, store_dir: Path, text: str, concurrency: int, meter: CpuMeter
+    client: Client,
+    rollouts: Rollouts,
+    store_dir: Path,
+    text: str,
+    concurrency: int,
+    meter: CpuMeter,
+    episodes: int = THROUGHPUT_EPISODES,
 ) -> dict[str, Any]:
-    keys = rollouts.make(concurrency * 4)
-    before, start = meter.read(), time.perf_counter()
-
-    jobs = [(key, group_prompt(text, f"c{concurrency}-{i // GROUP}")) for i, (_, key) in enumerate(keys)]
-
     async def episode(job: tuple[str, str]) -> int:
         await client.episode(*job)
         return 2
 
+    def jobs_of(keys: list[tuple[str, str]], label: str) -> list[tuple[str, str]]:
+        return [(key, group_prompt(text, f"{label}-{i // GROUP}")) for i, (_, key) in enumerate(keys)]
+
+    # Unmeasured first: one round at this concurrency with prompts of its own, so the measured round meets the
+    # connection pools (client → gateway, gateway → upstream, Redis, Postgres) filled to this concurrency, as in a
+    # gateway that has been serving a fleet, and not the cost of opening them; its prompts are never sent again.
+    warm_keys = rollouts.make(concurrency)
+    await run_concurrently(concurrency, jobs_of(warm_keys, f"c{concurrency}-warm"), episode)
+    for _, key in warm_keys:  # its records are in before the measured round starts
+        await asyncio.to_thread(rollouts.recorded, key)
+    keys = rollouts.make(max(episodes, concurrency))
+    jobs = jobs_of(keys, f"c{concurrency}")
+    before, start = meter.read(), time.perf_counter()
     requests = await run_concurrently(concurrency, jobs, episode)
     elapsed = time.perf_counter() - start
     through_cpu = CpuMeter.per_request_ms(before, meter.read(), requests)
@@ -442,17 +461,19 @@ async def measure_throughput(
     recorded_elapsed = time.perf_counter() - start
     prompts = [p for p, _ in await asyncio.to_thread(recorded_calls, rollouts, store_dir, keys[0][0])]
     direct_jobs = [prompts[i % 2] for i in range(requests)]
-    before, start = meter.read(), time.perf_counter()
 
     async def one(prompt: list[int]) -> int:
         await client.direct(prompt)
         return 1
 
+    await run_concurrently(concurrency, direct_jobs[: concurrency * 2], one)  # the same warm-up, direct
+    before, start = meter.read(), time.perf_counter()
     direct_requests = await run_concurrently(concurrency, direct_jobs, one)
     direct_elapsed = time.perf_counter() - start
     return {
         "concurrency": concurrency,
         "group": GROUP,
+        "warmed": True,
         "requests": requests,
         "gateway_requests_per_s": requests / elapsed,
         "gateway_recorded_requests_per_s": requests / recorded_elapsed,
@@ -473,6 +494,7 @@ async def measure_gateway(
     concurrencies: list[int],
     meter: CpuMeter,
     workers: int,
+    throughput_episodes: int = THROUGHPUT_EPISODES,
 ) -> dict[str, Any]:
     results: dict[str, Any] = {"workers": workers, "load_start": load_average(), "latency": {}}
     async with aiohttp.ClientSession(
@@ -491,7 +513,8 @@ async def measure_gateway(
             )
         results["streaming"] = await measure_streaming(client, rollouts, store_dir, text_2k, episodes)
         results["throughput"] = [
-            await measure_throughput(client, rollouts, store_dir, text_2k, c, meter) for c in concurrencies
+            await measure_throughput(client, rollouts, store_dir, text_2k, c, meter, throughput_episodes)
+            for c in concurrencies
         ]
     results["load_end"] = load_average()
     return results
@@ -541,13 +564,25 @@ def print_table(results: dict[str, Any]) -> None:
 @click.option("--episodes", default=20, show_default=True, help="Two-call episodes per prompt size.")
 @click.option("--concurrency", default="32,128", show_default=True, help="Concurrency levels for requests/s.")
 @click.option(
+    "--throughput-episodes",
+    default=THROUGHPUT_EPISODES,
+    show_default=True,
+    help="Measured two-call episodes per concurrency level (at least one per connection).",
+)
+@click.option(
     "--measure-drift/--no-measure-drift",
     default=True,
     show_default=True,
     help="Run the gateway with the per-call retemplate drift check (its default) or without.",
 )
 def bench_gateway(
-    as_json: bool, workers: int, sizes: str, episodes: int, concurrency: str, measure_drift: bool
+    as_json: bool,
+    workers: int,
+    sizes: str,
+    episodes: int,
+    concurrency: str,
+    throughput_episodes: int,
+    measure_drift: bool,
 ) -> None:
     """Added latency, streaming and throughput of the gateway against its upstream called directly."""
     from shared.settings import get_settings
@@ -616,6 +651,7 @@ def bench_gateway(
                                 levels,
                                 meter,
                                 count,
+                                throughput_episodes,
                             )  # fmt: skip
                         )
                     )

@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.bench, pytest.mark.slow]
 def test_bench_gateway_json(settings_env: dict[str, str], tiny_model_dir: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "services.cli.main", "bench", "gateway", "--workers", "2", "--sizes", "2000",
-         "--episodes", "8", "--concurrency", "4", "--json"],
+         "--episodes", "8", "--concurrency", "4", "--throughput-episodes", "16", "--json"],
         capture_output=True, text=True, timeout=600,
         env={**settings_env, "OMP_NUM_THREADS": "1", "HARNESSRL_MODEL_DIR": str(tiny_model_dir)},
     )  # fmt: skip
@@ -36,4 +36,5 @@ def test_bench_gateway_json(settings_env: dict[str, str], tiny_model_dir: Path) 
         assert plan["new_chain_group"] < plan["new_chain"] / 2, plan
         (throughput,) = run["throughput"]
         assert throughput["concurrency"] == 4 and throughput["requests"] == 32 and throughput["group"] == 8
+        assert throughput["warmed"]  # an unmeasured round at this concurrency came first
         assert throughput["gateway_requests_per_s"] > 0 and throughput["direct_requests_per_s"] > 0
