@@ -87,8 +87,11 @@ class CallRecord:
 _CHAINS = cast(Table, Chain.__table__)
 _CALLS = cast(Table, Call.__table__)
 INSERT_CHAIN = insert(_CHAINS).on_conflict_do_nothing(index_elements=["id"])
-INSERT_CALL = insert(_CALLS).on_conflict_do_nothing(index_elements=["id"]).returning(_CALLS.c.id)
-RETURN_ROWS = {"sort_by_parameter_order": False}
+INSERT_CALL = insert(_CALLS)
+"""Plain: ``write_records`` skips the calls already present (read in the same transaction), and only the process
+holding a call's record writes it, so a conflict cannot happen; without ``RETURNING`` or ``ON CONFLICT`` the batch
+goes out as one prepared statement executed per row (psycopg's pipelined ``executemany``) instead of a multi-row
+``VALUES`` whose text — and parse — changes with the batch size."""
 COUNT_CALLS = (
     update(_CHAINS)
     .where(_CHAINS.c.id == bindparam("chain"))
@@ -195,16 +198,13 @@ async def write_records(session: AsyncSession, store: ObjectStore, records: list
     # Core statements with executemany: compiled once per process (a multi-row VALUES is compiled per batch).
     if new_chains:
         await session.execute(INSERT_CHAIN, new_chains)
-    inserted = set(
-        await session.scalars(INSERT_CALL, [_call_row(r) for r in accepted], execution_options=RETURN_ROWS)
-    )
+    await session.execute(INSERT_CALL, [_call_row(r) for r in accepted])
     counters: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
     for record in accepted:
-        if record.call_id in inserted:
-            counter = counters[record.chain_id]
-            counter[0] += 1
-            counter[1] += len(record.suffix_ids)
-            counter[2] += len(record.sampled_ids)
+        counter = counters[record.chain_id]
+        counter[0] += 1
+        counter[1] += len(record.suffix_ids)
+        counter[2] += len(record.sampled_ids)
     if counters:
         await session.execute(
             COUNT_CALLS,
