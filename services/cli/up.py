@@ -220,6 +220,17 @@ class Shutdown(KeyboardInterrupt):
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+_stop_requested: int | None = None
+"""The stop signal received, if any. The handler's ``Shutdown`` is raised wherever the main thread happens to be, and
+Python swallows an exception raised inside a weakref callback or a ``__del__`` (CI once caught it in
+``WeakValueDictionary``'s ``remove``): ``up`` then ran on with every later signal ignored. ``raise_if_stopping``
+raises it again from a place where it propagates."""
+
+
+def raise_if_stopping() -> None:
+    """Raise ``Shutdown`` if a stop signal came whose own ``Shutdown`` was lost (see ``_stop_requested``)."""
+    if _stop_requested is not None:
+        raise Shutdown(_stop_requested)
 
 
 @contextmanager
@@ -233,10 +244,14 @@ def stop_on_signals() -> Iterator[None]:
         return
 
     def handler(signum: int, _frame: FrameType | None) -> None:
+        global _stop_requested
         for number in STOP_SIGNALS:
             signal.signal(number, signal.SIG_IGN)
+        _stop_requested = signum
         raise Shutdown(signum)
 
+    global _stop_requested
+    _stop_requested = None
     previous = {number: signal.signal(number, handler) for number in STOP_SIGNALS}
     try:
         yield
@@ -257,6 +272,7 @@ def running_suite(settings: Settings, echo: bool = True) -> Iterator[Suite]:
         suite = Suite(ready_settings, echo=echo)
         try:
             suite.start()
+            raise_if_stopping()
             yield suite
         finally:
             suite.stop()
@@ -278,6 +294,7 @@ def up(quiet: bool) -> None:
                 f"gateway http://{s.host}:{s.gateway_port}, logs {s.data_dir / 'logs' / 'up.log'}"
             )
             while True:
+                raise_if_stopping()
                 suite.tick()
                 time.sleep(2)
     except KeyboardInterrupt as exc:  # Ctrl-C, or a stop signal (Shutdown): every service is stopped by now
