@@ -129,19 +129,7 @@ class LocalObjectStore:
         return written
 
     def put_bytes(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> None:
-        fd, tmp, path = self._open_temp(key)
-        try:
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
+        self.put_stream(key, io.BytesIO(data), content_type)
 
     def put_file(self, key: str, path: Path) -> None:
         with open(path, "rb") as f:

@@ -39,7 +39,7 @@ from services.gateway.conversation import (
 from services.gateway.splice import Choice, ConversationDigest, RetemplateCut, SplicePlan
 from services.gateway.state import GatewayState
 from services.gateway.tips import RolloutClosed, RolloutState, TipMoved
-from services.gateway.toolcalls import ToolCallParser
+from services.gateway.toolcalls import ToolCallParser, new_call_id
 from shared import metrics
 from shared.adapters import adapter_version
 from shared.busy_time import GENERATION_NOTE, generation_stamp
@@ -244,7 +244,7 @@ class ModelCall:
         """Deltas as they are sampled, then the record, then ``Finish``."""
         assert self._upstream is not None and self._first is not None and self.plan is not None
         parser = ToolCallParser(
-            self.conversation.tools, new_id=getattr(self.adapter, "new_tool_call_id", None) or _call_id
+            self.conversation.tools, new_id=getattr(self.adapter, "new_tool_call_id", None) or new_call_id
         )
         sampled_ids: list[int] = []
         logprobs: list[float] = []
@@ -418,7 +418,3 @@ async def _whole(sampled: Awaitable[Sampled]) -> AsyncIterator[SampledChunk]:
     yield SampledChunk(
         whole.ids, whole.logprobs, whole.text, whole.finish_reason, whole.stop_reason, whole.weight_versions
     )
-
-
-def _call_id() -> str:
-    return "call_" + unique_hex(24)
