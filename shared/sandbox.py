@@ -23,7 +23,9 @@ Isolation, when bubblewrap is installed (``ISOLATION_BWRAP``; facts in reference
 - Wall clock: on timeout the bwrap process is SIGKILLed; ``--die-with-parent`` then kills the namespace's
   init and the kernel kills every process in the PID namespace, including ``setsid``/double-forked ones.
 - Disk: a single file is capped by RLIMIT_FSIZE; total usage of the writable host dirs is watched while the
-  command runs, and the tree is killed when it passes ``disk_bytes`` (``killed_reason == "disk"``).
+  command runs, and the tree is killed when it passes ``disk_bytes`` (``killed_reason == "disk"``). The walks
+  come sooner the faster usage grows (``DiskWatch``), so a writer at page-cache speed is stopped within a few
+  tens of MiB of the limit, not after a fixed interval's worth of writes.
 
 Without bubblewrap (or if it cannot create namespaces here) ``Sandbox`` refuses to start
 (``SandboxUnavailable``) unless ``settings.allow_unsandboxed``; then commands run as the current user in their
@@ -73,6 +75,10 @@ NPROC_BACKSTOP_FACTOR = 16
 # How often a caller's ``stop_check`` runs while a command runs (the runner's call and token limits query the
 # database: once a second keeps that cheap while ending a rollout at most about a second after its limit).
 STOP_CHECK_INTERVAL_S = 1.0
+# The disk watch: walks start 10 ms apart and back off to DISK_CHECK_MAX_S while usage is far from the limit;
+# when it grows fast they come as often as the walk's own cost allows (at most half a core).
+DISK_CHECK_MIN_S = 0.01
+DISK_CHECK_MAX_S = 0.2
 ISOLATION_NONE = "none (unsafe)"
 
 # Runs inside the sandbox before the command: listen on loopback, relay each connection to the gateway's Unix
@@ -224,6 +230,33 @@ def _disk_usage_bytes(roots: Sequence[Path]) -> int:
         except OSError:
             continue
     return total
+
+
+class DiskWatch:
+    """When to walk the writable dirs next: the walk's cost, the usage's growth and the headroom decide.
+
+    Steady state is one walk per ``DISK_CHECK_MAX_S`` (or 20x the walk's cost, keeping it near 5% of a core);
+    the first walks come ``DISK_CHECK_MIN_S`` apart and the interval at most doubles per walk, so a command
+    that writes from its first instruction is seen early. While usage grows, the next walk comes before the
+    growth seen so far could use half the remaining headroom (never more often than twice the walk's cost).
+    """
+
+    def __init__(self, limit_bytes: int, started: float) -> None:
+        self.limit_bytes = limit_bytes
+        self._last_at = started
+        self._last_usage = 0
+        self._interval = DISK_CHECK_MIN_S / 2
+
+    def next_interval(self, usage: int, at: float, cost_s: float) -> float:
+        """Seconds until the next walk, given a walk at ``at`` that found ``usage`` bytes and took ``cost_s``."""
+        elapsed = max(at - self._last_at, 1e-6)
+        rate = max(0, usage - self._last_usage) / elapsed
+        self._last_at, self._last_usage = at, usage
+        interval = min(max(DISK_CHECK_MAX_S, 20 * cost_s), 2 * self._interval)
+        if rate > 0:
+            interval = min(interval, max(self.limit_bytes - usage, 0) / rate / 2)
+        self._interval = max(interval, DISK_CHECK_MIN_S, 2 * cost_s)
+        return self._interval
 
 
 def _read_bounded(path: Path, limit: int) -> tuple[str, bool]:
@@ -632,7 +665,7 @@ class Sandbox:
             )
             deadline = started + limits.timeout_s
             next_disk_check = started
-            disk_check_cost = 0.0
+            disk_watch = DiskWatch(limits.disk_bytes, started)
             next_stop_check = started + STOP_CHECK_INTERVAL_S if stop_check else float("inf")
             while proc.poll() is None:
                 now = time.monotonic()
@@ -649,12 +682,11 @@ class Sandbox:
                     next_stop_check = time.monotonic() + STOP_CHECK_INTERVAL_S
                 if now >= next_disk_check:
                     usage = _disk_usage_bytes(writable)
-                    disk_check_cost = time.monotonic() - now
                     if usage > limits.disk_bytes:
                         killed_reason = "disk"
                         break
-                    # Walking a big tree is not free: keep the watch under ~5% of a core.
-                    next_disk_check = time.monotonic() + max(0.2, 20 * disk_check_cost)
+                    walked = time.monotonic()
+                    next_disk_check = walked + disk_watch.next_interval(usage, now, walked - now)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     # Sleep until the next disk check or the deadline; a command that ends wakes us at once.
                     wake = min(next_disk_check, deadline, next_stop_check)

@@ -340,7 +340,8 @@ def test_filling_the_disk_is_stopped(box: Sandbox, sandbox_dir: Path, limits: Sa
     result = box.run(py(many_files), ws, limits=limits)
     assert result.killed_reason == "disk" and not result.timed_out
     used = sum(p.stat().st_size for p in ws.iterdir())
-    assert used < 512 * 1024**2  # stopped within a poll of the limit (32 MiB), far from filling the disk
+    # The walks come sooner as usage grows fast (DiskWatch): stopped within tens of MiB of the limit (32 MiB).
+    assert used < 128 * 1024**2
 
     ws = sandbox_dir / "ws2"
     ws.mkdir()
