@@ -17,10 +17,12 @@ tokenizer is thread-safe for encoding.
 
 A whole prompt (a chain's first call) is tokenized a turn at a time (``encode_turns``): cut just after each
 end-of-turn token — the boundary argument above, so the ids are the same — with each turn's ids kept in a small
-cache (``TurnCache``). BPE is nearly all of a chain start's cost (jinja is ~0.2 ms at 2k or 20k tokens, BPE ~1.5 µs
-a token), and the turns repeat: every rollout of a run starts with the harness's system turn and tools, and the G
-rollouts of a GRPO group send the same first prompt. ``load`` checks the cut on a rendering of its own and turns the
-cache off for a tokenizer where it would change the ids.
+cache (``TurnCache``). Tokenizing is nearly all of a chain start's cost (jinja is ~0.2 ms at 2k or 20k tokens; the
+tokenizer ~1 µs a token, ~90 % of it the pre-tokenizer's regex, not BPE), and the turns repeat: every rollout of a
+run starts with the harness's system turn and tools, and the G rollouts of a GRPO group send the same first prompt.
+``load`` checks the cut on a rendering of its own and turns the cache off for a tokenizer where it would change the
+ids. Encoding goes through the Rust tokenizer's ids-only batch call where ``load`` sees it agree with
+``tokenizer.encode`` (no offsets or masks are computed: ~25 % less time).
 """
 
 from __future__ import annotations
@@ -147,6 +149,9 @@ class ChatFormat:
     model_dir: Path
     turns: TurnCache | None = field(default_factory=TurnCache)
     """``encode_turns``' cache; None where cutting at end-of-turn tokens would change the ids (``load`` checks)."""
+    ids_only: Callable[[list[str]], list[Any]] | None = None
+    """The Rust tokenizer's ``encode_batch_fast`` (ids without offsets: ~25 % less time than ``encode``), where
+    ``load`` saw it give ``tokenizer.encode``'s ids; None otherwise."""
 
     @classmethod
     def load(cls, model_dir: Path) -> ChatFormat:
@@ -172,8 +177,38 @@ class ChatFormat:
             raise ChatFormatError(f"the eos token {end_of_turn!r} is not one token in {model_dir}")
         fmt = cls(tokenizer, end_of_turn, end_of_turn_id, [end_of_turn_id], model_dir)
         fmt._check_end_of_turn()
+        fmt._use_ids_only()
         fmt._check_turn_cut()
         return fmt
+
+    def _use_ids_only(self) -> None:
+        """Encode through the Rust tokenizer's ids-only path where it agrees with ``tokenizer.encode`` (transformers
+        can add Python-side steps to a tokenizer; a probe that covers special tokens, unicode and whitespace runs
+        decides)."""
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        fast = getattr(backend, "encode_batch_fast", None)
+        if fast is None:
+            return
+        probe = self.render_text(
+            [
+                Message("system", "Be terse.\n\n  Use tools."),
+                Message("user", " fix  é 🙂\tdef f(x):\n    return x-1\r\n" + self.end_of_turn + "again"),
+                Message("assistant", "ok\n"),
+                Message("user", "\n  and now? 123456 ÅΩ ıİ"),
+            ],
+            [],
+            add_generation_prompt=True,
+        )
+        texts = [probe, probe[: len(probe) // 2], " leading space", ""]
+        try:
+            agrees = all(
+                list(e.ids) == self.tokenizer.encode(t, add_special_tokens=False)
+                for t, e in zip(texts, fast(texts, add_special_tokens=False), strict=True)
+            )
+        except Exception:  # an older tokenizers without the keyword, say: keep the plain path
+            agrees = False
+        if agrees:
+            self.ids_only = lambda texts: fast(texts, add_special_tokens=False)
 
     def _check_turn_cut(self) -> None:
         """Tokenizing a turn at a time must give the whole text's ids; where it does not, no turn cache."""
@@ -224,6 +259,9 @@ class ChatFormat:
         return str(text)
 
     def encode(self, text: str) -> list[int]:
+        if self.ids_only is not None:
+            ids: list[int] = self.ids_only([text])[0].ids
+            return ids
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def encode_turns(self, text: str) -> list[int]:

@@ -184,3 +184,41 @@ def test_a_tokenizer_that_marks_the_start_of_every_text_gets_no_turn_cache(tiny_
         [Message("user", "hi"), Message("assistant", "yo")], [], add_generation_prompt=True
     )
     assert marked.encode_turns(text) == marked.encode(text)
+
+
+@pytest.mark.parametrize("model", ["tiny", "small"])
+def test_the_ids_only_path_gives_the_tokenizers_ids(
+    model: str, tiny_model_dir: Path, small_model_dir: Path
+) -> None:
+    fmt = ChatFormat.load(tiny_model_dir if model == "tiny" else small_model_dir)
+    assert fmt.ids_only is not None  # both tokenizers ship a Rust backend that agrees
+    texts = [
+        fmt.render_text(
+            [Message("system", "Be terse."), Message("user", text), _call("bash", {"command": "ls"})],
+            [BASH],
+            add_generation_prompt=True,
+        )
+        for text in ("fix  it\n\n\tnow", "é 🙂 ıİ ÅΩ 12345678", "  \r\n  x", "<|im_end|> inside text", "")
+    ]
+    for text in texts + [t[: len(t) // 3] for t in texts]:
+        assert fmt.encode(text) == fmt.tokenizer.encode(text, add_special_tokens=False)
+
+
+def test_a_tokenizer_without_an_agreeing_ids_only_path_keeps_the_plain_one(tiny_model_dir: Path) -> None:
+    base = ChatFormat.load(tiny_model_dir)
+
+    class Shifted:  # a Rust backend whose ids-only call disagrees with encode
+        def encode_batch_fast(self, texts: list[str], add_special_tokens: bool) -> list[object]:
+            return base.tokenizer.backend_tokenizer.encode_batch([t + "!" for t in texts])
+
+    class Wrapped:
+        backend_tokenizer = Shifted()
+        chat_template = base.tokenizer.chat_template
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(base.tokenizer, name)
+
+    fmt = ChatFormat(Wrapped(), base.end_of_turn, base.end_of_turn_id, base.closing_ids, base.model_dir)
+    fmt._use_ids_only()
+    assert fmt.ids_only is None
+    assert fmt.encode("a b") == base.tokenizer.encode("a b", add_special_tokens=False)
