@@ -23,15 +23,26 @@ run starts with the harness's system turn and tools, and the G rollouts of a GRP
 ``load`` checks the cut on a rendering of its own and turns the cache off for a tokenizer where it would change the
 ids. Encoding goes through the Rust tokenizer's ids-only batch call where ``load`` sees it agree with
 ``tokenizer.encode`` (no offsets or masks are computed: ~25 % less time).
+
+A long text (a fresh user turn, a big tool output) is encoded in two halves at once, one in a helper thread (the
+Rust tokenizer releases the GIL), cut just before an ASCII letter that follows a lone newline (``_LINE_START``).
+That cut is a boundary of the pre-tokenizer for the split patterns on ``_SPLIT_SAFE`` (GPT-2's, Llama 3's, Qwen 2's:
+no pattern's match holds a newline and a following letter, none looks past a newline that follows a non-space, and
+ByteLevel without a prefix space and NFC act on each piece alone), BPE works a pre-token at a time, and no added
+token holds a newline or strips whitespace, so the halves' ids are the whole text's. ``load`` reads the tokenizer's own description and turns the halves on only for a tokenizer built from those
+parts, and checks them on a probe.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import threading
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,6 +93,87 @@ def message_to_template(message: Message) -> dict[str, Any]:
     if message.reasoning:
         out["reasoning_content"] = message.reasoning
     return out
+
+
+# Split patterns whose matches never hold a newline and the letter after it (``_cut_in_half`` cuts there).
+_SPLIT_SAFE = frozenset(
+    {
+        # Qwen 2 / Qwen 3
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+        # Llama 3
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    }
+)
+_HALVES_MIN_CHARS = 4096
+"""Below this (~1k tokens, ~1 ms) the hand-off to a second thread costs about what the halves save."""
+_LINE_START = re.compile(r"(?<=\S)\n(?=[A-Za-z])")
+r"""A lone newline between a non-space and an ASCII letter. (After a run of whitespace the cut is not exact: GPT-2's
+``\s+(?!\S)`` splits ``"\n\nx"`` as ``"\n" "\n" "x"`` but a piece ending in ``"\n\n"`` as one ``"\n\n"``.)"""
+
+
+def _splits_safely(described: dict[str, Any]) -> bool:
+    """Whether a tokenizer (its ``tokenizer.json``) is built only from parts for which a cut at ``_LINE_START`` is a
+    pre-token boundary (the module docstring)."""
+    normalizer = described.get("normalizer")
+    if normalizer is not None and normalizer.get("type") != "NFC":
+        return False
+    model = described.get("model") or {}
+    if model.get("type") != "BPE" or model.get("dropout"):
+        return False
+    for added in described.get("added_tokens") or []:
+        if "\n" in added.get("content", "") or added.get("lstrip") or added.get("rstrip"):
+            return False
+    pre = described.get("pre_tokenizer") or {}
+    steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
+
+    def byte_level(step: dict[str, Any], use_regex: bool) -> bool:
+        return (
+            step.get("type") == "ByteLevel"
+            and not step.get("add_prefix_space")
+            and bool(step.get("use_regex", True)) == use_regex
+        )
+
+    if len(steps) == 1:  # GPT-2's pattern inside ByteLevel
+        return byte_level(steps[0], use_regex=True)
+    if len(steps) == 2:
+        split, last = steps
+        return (
+            split.get("type") == "Split"
+            and (split.get("pattern") or {}).get("Regex") in _SPLIT_SAFE
+            and split.get("behavior") == "Isolated"
+            and not split.get("invert")
+            and byte_level(last, use_regex=False)
+        )
+    return False
+
+
+def _cut_in_half(text: str) -> int:
+    """An offset near the middle of ``text`` just before a letter that starts a line after a lone newline; 0 where
+    there is none."""
+    middle = len(text) // 2
+    found = _LINE_START.search(text, middle)
+    if found is None:
+        before = text.rfind("\n", 0, middle)
+        while before > 0 and not _LINE_START.match(text, before):
+            before = text.rfind("\n", 0, before)
+        return before + 1 if before > 0 else 0
+    return found.start() + 1
+
+
+_helpers: tuple[int, ThreadPoolExecutor] | None = None
+_helpers_lock = threading.Lock()
+
+
+def _helper_pool() -> ThreadPoolExecutor:
+    """The process's helper threads for second halves (made again in a forked child: threads do not survive fork)."""
+    global _helpers
+    with _helpers_lock:
+        if _helpers is None or _helpers[0] != os.getpid():
+            _helpers = (
+                os.getpid(),
+                ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="bpe"),
+            )
+        return _helpers[1]
 
 
 class TurnCache:
@@ -152,6 +244,9 @@ class ChatFormat:
     ids_only: Callable[[list[str]], list[Any]] | None = None
     """The Rust tokenizer's ``encode_batch_fast`` (ids without offsets: ~25 % less time than ``encode``), where
     ``load`` saw it give ``tokenizer.encode``'s ids; None otherwise."""
+    halves: bool = False
+    """Whether a long text is encoded in two halves at once (``load`` checks that the cut is exact for this
+    tokenizer)."""
 
     @classmethod
     def load(cls, model_dir: Path) -> ChatFormat:
@@ -178,6 +273,7 @@ class ChatFormat:
         fmt = cls(tokenizer, end_of_turn, end_of_turn_id, [end_of_turn_id], model_dir)
         fmt._check_end_of_turn()
         fmt._use_ids_only()
+        fmt._use_halves()
         fmt._check_turn_cut()
         return fmt
 
@@ -209,6 +305,34 @@ class ChatFormat:
             agrees = False
         if agrees:
             self.ids_only = lambda texts: fast(texts, add_special_tokens=False)
+
+    def _use_halves(self) -> None:
+        """Encode long texts in two halves at once where the tokenizer is built from parts for which the cut is
+        exact (``_splits_safely``) and a probe with many cuts agrees."""
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        try:
+            described = json.loads(backend.to_str()) if backend is not None else {}
+        except Exception:  # a backend that cannot describe itself: keep one piece
+            return
+        if not _splits_safely(described):
+            return
+        lines = [
+            "def f(x):",
+            "    return x-1",
+            "Fix it.  é 🙂 ıİ ÅΩ 123456 can't won't",
+            "\tindented",
+            "",
+            "x = [1, 2]",
+            "  spaces",
+            "end." + self.end_of_turn + "after",
+        ]
+        probe = "\n".join(lines * 8)
+        whole = self.encode(probe)
+        offsets = [m.start() + 1 for m in _LINE_START.finditer(probe)]
+        for cut in offsets:
+            if self.encode(probe[:cut]) + self.encode(probe[cut:]) != whole:
+                return
+        self.halves = True
 
     def _check_turn_cut(self) -> None:
         """Tokenizing a turn at a time must give the whole text's ids; where it does not, no turn cache."""
@@ -259,6 +383,12 @@ class ChatFormat:
         return str(text)
 
     def encode(self, text: str) -> list[int]:
+        if self.halves and len(text) >= _HALVES_MIN_CHARS and (cut := _cut_in_half(text)) > 0:
+            second = _helper_pool().submit(self._encode_piece, text[cut:])
+            return self._encode_piece(text[:cut]) + second.result()
+        return self._encode_piece(text)
+
+    def _encode_piece(self, text: str) -> list[int]:
         if self.ids_only is not None:
             ids: list[int] = self.ids_only([text])[0].ids
             return ids

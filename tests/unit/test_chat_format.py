@@ -3,11 +3,12 @@ for every template we ship (the tiny model's, tied and untied builds)."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
 
-from services.gateway.chat_format import ChatFormat, ChatFormatError
+from services.gateway.chat_format import _HALVES_MIN_CHARS, ChatFormat, ChatFormatError, _cut_in_half
 from services.gateway.conversation import Conversation, Message, ToolCall, ToolSpec
 
 pytestmark = pytest.mark.unit
@@ -222,3 +223,99 @@ def test_a_tokenizer_without_an_agreeing_ids_only_path_keeps_the_plain_one(tiny_
     fmt._use_ids_only()
     assert fmt.ids_only is None
     assert fmt.encode("a b") == base.tokenizer.encode("a b", add_special_tokens=False)
+
+
+def _long_texts() -> list[str]:
+    """Long texts of the kinds a prompt holds: code, prose, unicode, whitespace runs, special tokens."""
+    code = "\n".join(
+        f"def f{i}(x):\n    '''Doc é {i}.'''\n\tif x > {i}:\n        return x - {i}  # can't\n\n  y = [{i}, 'ıİ']"
+        for i in range(200)
+    )
+    prose = " ".join(f"Word{i} 🙂 ÅΩ  \r\n" if i % 7 == 0 else f"word{i}" for i in range(3000))
+    return [
+        code,
+        prose,
+        "\n\n".join(f"Paragraph {i} ends here.\nIt goes on" for i in range(600)),
+        "x" * 9000,  # no line starts at all: one piece
+        "\n" + "a\n" * 4000,
+        "<|im_start|>user\n" + code + "<|im_end|>\n<|im_start|>assistant\n",
+        code.replace("\n", "\n\n  "),  # every line start follows spaces: no cut
+    ]
+
+
+@pytest.mark.parametrize("model", ["tiny", "small"])
+def test_long_texts_encoded_in_halves_give_the_tokenizers_ids(
+    model: str, tiny_model_dir: Path, small_model_dir: Path
+) -> None:
+    fmt = ChatFormat.load(tiny_model_dir if model == "tiny" else small_model_dir)
+    assert fmt.halves  # both tokenizers are built from parts on the allow list
+    for text in _long_texts():
+        assert fmt.encode(text) == fmt.tokenizer.encode(text, add_special_tokens=False)
+    rng = random.Random(0)  # and random texts over the characters that decide where pre-tokens end
+    alphabet = [
+        "a",
+        "Z",
+        "é",
+        "ı",
+        "1",
+        "23",
+        " ",
+        "  ",
+        "\n",
+        "\n\n",
+        "\t",
+        "\r\n",
+        ":",
+        "'s",
+        "🙂",
+        "(",
+        "<|im_end|>",
+    ]
+    halved = 0
+    for _ in range(40):
+        text = "".join(rng.choices(alphabet, k=rng.randint(2500, 5000)))
+        halved += len(text) >= _HALVES_MIN_CHARS and _cut_in_half(text) > 0
+        assert fmt.encode(text) == fmt.tokenizer.encode(text, add_special_tokens=False)
+    assert halved >= 30  # the random texts do take the halves path
+
+
+def test_the_halves_cut_just_before_a_letter_that_starts_a_line() -> None:
+    text = "ab\ncd\n  ef\n\ngh\n1\nij\n"
+    cut = _cut_in_half(text)
+    assert text[cut - 2 : cut + 1] == "1\ni" and cut >= len(text) // 2  # not after "\n\n"
+    assert _cut_in_half("x" * 100) == 0
+    assert _cut_in_half("\n  a\n 1\n  b") == 0  # no newline directly before a letter
+    assert _cut_in_half("a \nb" + "x" * 100) == 0  # nor one after a non-space
+    early = "a\nb" + "x" * 100  # the only line start lies before the middle
+    assert _cut_in_half(early) == 2
+
+
+def test_halves_are_off_for_tokenizers_built_from_other_parts(tiny_model_dir: Path) -> None:
+    import json
+
+    from services.gateway.chat_format import _splits_safely
+
+    described = json.loads(ChatFormat.load(tiny_model_dir).tokenizer.backend_tokenizer.to_str())
+    assert _splits_safely(described)
+
+    def changed(edit) -> dict:  # type: ignore[no-untyped-def]
+        copy = json.loads(json.dumps(described))
+        edit(copy)
+        return copy
+
+    def split(d: dict) -> dict:
+        return d["pre_tokenizer"]["pretokenizers"][0]  # type: ignore[no-any-return]
+
+    def byte_level(d: dict) -> dict:
+        return d["pre_tokenizer"]["pretokenizers"][1]  # type: ignore[no-any-return]
+
+    refused = [
+        changed(lambda d: split(d)["pattern"].update(Regex=r"\s+|\S+")),  # a pattern not on the list
+        changed(lambda d: split(d).update(behavior="MergedWithPrevious")),
+        changed(lambda d: byte_level(d).update(add_prefix_space=True)),  # every piece would gain a space
+        changed(lambda d: d.update(normalizer={"type": "NFKC"})),
+        changed(lambda d: d["model"].update(type="Unigram")),
+        changed(lambda d: d["added_tokens"].append({"content": "\nUser:", "lstrip": False, "rstrip": False})),
+        changed(lambda d: d["added_tokens"][0].update(rstrip=True)),
+    ]
+    assert not any(_splits_safely(d) for d in refused)
