@@ -24,6 +24,9 @@ def test_bench_gateway_json(settings_env: dict[str, str], tiny_model_dir: Path) 
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
     assert [run["workers"] for run in result["runs"]] == [1, 2]
+    # the objects went under the data directory, as the product's do, and the filesystem's cost is recorded
+    assert result["objects"]["directory"] == settings_env["HARNESSRL_DATA_DIR"]
+    assert result["objects"]["file_create_us"] > 0
     for run in result["runs"]:
         latency = run["latency"]["2k"]
         assert 2000 <= latency["prompt_tokens"] <= 2500  # the 2k user text, tools, system turn
