@@ -287,17 +287,21 @@ def test_a_stop_signal_to_a_background_up_leaves_no_process_of_the_suite(
 
 
 # --- 2. killing services under `harnessrl up` ---------------------------------------------------------------
-def follow(suite: Any, until: Callable[[], bool], timeout_s: float, what: str) -> None:
-    """Supervise (``suite.tick()``) until ``until()`` holds; fail naming ``what`` and the events so far."""
+def follow(suite: Any, until: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 1.0) -> None:
+    """Supervise (``suite.tick()``, about once a second) until ``until()`` holds, asked every ``poll_s``; fail
+    naming ``what`` and the events so far."""
     deadline = time.monotonic() + timeout_s
+    ticked = 0.0
     while not until():
         if time.monotonic() > deadline:
             raise AssertionError(
                 f"timed out after {timeout_s:.0f}s waiting for {what}; events:\n"
                 + "\n".join(suite.supervisor.events)
             )
-        suite.tick()
-        time.sleep(1)
+        if time.monotonic() - ticked >= 1.0:
+            suite.tick()
+            ticked = time.monotonic()
+        time.sleep(poll_s)
 
 
 def kill_and_recover(
@@ -374,7 +378,8 @@ def test_killed_services_are_reported_and_the_run_resumes(suite: Any) -> None:
 
         follow(suite, lambda: learner in suite.supervisor.running, 240, "the run's learner to start")
         # The runner dies while a rollout is running: its task is redelivered and the rollout re-run.
-        follow(suite, lambda: rollouts_in("running") > 0, 120, "a rollout to be running")
+        # Asked often: on a fast machine a tiny-model rollout runs for well under a second.
+        follow(suite, lambda: rollouts_in("running") > 0, 120, "a rollout to be running", poll_s=0.05)
         with engine.connect() as conn:
             interrupted = set(
                 conn.execute(
