@@ -46,7 +46,6 @@ import resource
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -194,13 +193,6 @@ class SandboxResult:
     @property
     def ok(self) -> bool:
         return self.exit_code == 0 and self.killed_reason is None
-
-
-def free_loopback_port() -> int:
-    """A free TCP port on the host loopback (for the forwarder in unsafe mode, where there is no netns)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _unreachable_parent(path: Path, uid: int) -> Path | None:

@@ -49,6 +49,7 @@ import numpy as np
 from services.gateway.chat_format import ChatFormat
 from services.gateway.conversation import Conversation, Message
 from shared.machine import describe_machine, load_average
+from shared.ports import free_port
 from shared.scratch_db import scratch_database
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -69,14 +70,6 @@ THROUGHPUT_EPISODES = 512
 VM moves the figure less."""
 """Episodes of the throughput run that share their first prompt (a GRPO group's rollouts)."""
 STAGES = ("bind", "parse", "plan", "send", "commit")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 120.0) -> None:
@@ -611,7 +604,7 @@ def bench_gateway(
         if not (model_dir / "tokenizer.json").exists():
             model_dir = tmp_path / "model"
             subprocess.run([sys.executable, "-m", "services.cli.main", "model", "init-tiny", str(model_dir)], check=True, env=env, cwd=REPO_ROOT, stdout=subprocess.DEVNULL)  # fmt: skip
-        upstream_port = _free_port()
+        upstream_port = free_port()
         upstream_url = f"http://127.0.0.1:{upstream_port}"
         logs = open(tmp_path / "processes.log", "wb")  # noqa: SIM115 - closed below
         upstream = subprocess.Popen([sys.executable, "-m", "tests.fixtures.scripted_policy", "--model-dir", str(model_dir), "--port", str(upstream_port)], env=env, cwd=REPO_ROOT, stdout=logs, stderr=subprocess.STDOUT)  # fmt: skip
@@ -620,7 +613,7 @@ def bench_gateway(
             _wait_http(upstream_url + "/health", upstream)
             chat_format = ChatFormat.load(model_dir)
             for count in sorted({1, workers}):
-                gateway_port = _free_port()
+                gateway_port = free_port()
                 gateway_url = f"http://127.0.0.1:{gateway_port}"
                 gateway_env = {
                     **env,

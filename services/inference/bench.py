@@ -262,7 +262,8 @@ def _server(url: str | None, model_dir: Path, work_dir: Path, max_lora_rank: int
     if url:
         yield url.rstrip("/")
         return
-    from services.inference.launch import VllmLaunch, free_port, start_vllm, stop_vllm
+    from services.inference.launch import VllmLaunch, start_vllm, stop_vllm
+    from shared.ports import free_port
 
     launch = VllmLaunch(
         model_dir=model_dir, port=free_port(), cache_dir=work_dir / "vllm-cache", max_lora_rank=max_lora_rank

@@ -127,15 +127,6 @@ class VllmLaunch:
         return env
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nothing listens on right now."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
 def health_ok(base_url: str, timeout_s: float = 2.0) -> bool:
     try:
         with urllib.request.urlopen(f"{base_url}/health", timeout=timeout_s) as response:

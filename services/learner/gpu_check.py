@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import sys
 import time
 from dataclasses import asdict
@@ -131,9 +130,9 @@ def check_fsdp(device: torch.device) -> dict[str, Any]:
     from services.learner.distributed import shard_model
 
     if not dist.is_initialized():
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        from shared.ports import free_port
+
+        port = free_port()
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1")
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=0, world_size=1)
     attention = "flex" if device.type == "cuda" else "packed"

@@ -41,8 +41,9 @@ from shared.machine import describe_machine
 from shared.models import Group, Rollout, Run
 from shared.models import Task as TaskRow
 from shared.objectstore import open_store
+from shared.ports import free_port
 from shared.run_config import RunConfig
-from shared.sandbox import Sandbox, free_loopback_port
+from shared.sandbox import Sandbox
 from shared.scratch_db import scratch_database
 from shared.settings import Settings, get_settings
 from shared.tasks import Task
@@ -108,7 +109,7 @@ def measure_sandbox_start(
     workspace = workdir / "sandbox-start"
     workspace.mkdir()
     limits = sandbox.limits(60)
-    port = free_loopback_port()
+    port = free_port()
     plain = median_ms(lambda: subprocess.run(["true"], check=True), repeat)
     boxed = median_ms(lambda: sandbox.run(["true"], workspace, limits=limits), repeat)
     relayed = median_ms(
@@ -204,9 +205,9 @@ def measure(model_dir: Path, rollouts: int, repeat: int, max_tokens: int) -> dic
                     "data_dir": workdir,
                     "object_store_url": f"file://{workdir / 'objects'}",
                     "gateway_socket": workdir / "gateway.sock",
-                    "gateway_port": free_loopback_port(),
-                    "inference_port": free_loopback_port(),
-                    "api_port": free_loopback_port(),
+                    "gateway_port": free_port(),
+                    "inference_port": free_port(),
+                    "api_port": free_port(),
                     "inference_urls": [],
                     "model_dir": model_dir,
                     "max_model_len": 4096,

@@ -61,8 +61,9 @@ from shared.incidents import Incident, new_incident
 from shared.models import Call, Chain, Rollout, Run
 from shared.models import Task as TaskRow
 from shared.objectstore import ObjectStore
+from shared.ports import free_port
 from shared.run_config import LimitsConfig, RunConfigError, read_run_config
-from shared.sandbox import HOME_INSIDE, Sandbox, SandboxLimits, SandboxResult, free_loopback_port
+from shared.sandbox import HOME_INSIDE, Sandbox, SandboxLimits, SandboxResult
 from shared.settings import Settings
 from shared.statuses import KILLED_RUN_STOPPED, ROLLOUT_CLOSED, Outcome, RolloutStatus, RunStatus
 from shared.tasks import Task, hide_future_history, materialize
@@ -277,7 +278,7 @@ def run_harness(
     """Configure the harness in ``home`` and run it in the sandbox against the gateway's Unix socket, under the
     run's per-rollout limits (``sandbox_limits``; with ``db``, also its call and token limits).
     ``guard_bin``: the ``git`` wrapper's folder (``guard.py``), put first on the harness's PATH."""
-    port = SANDBOX_GATEWAY_PORT if sandbox.confined else free_loopback_port()
+    port = SANDBOX_GATEWAY_PORT if sandbox.confined else free_port()
     request = HarnessRequest(
         instruction=attempt.task.problem_statement,
         model=attempt.model,
