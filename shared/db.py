@@ -22,6 +22,11 @@ def _psycopg(url: str) -> str:
     return u.render_as_string(hide_password=False)
 
 
+def libpq_url(url: str) -> str:
+    """The URL as libpq (a bare ``psycopg.connect``) reads it: no SQLAlchemy driver suffix."""
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
 def make_engine(url: str, **kw: object) -> Engine:
     return create_engine(_psycopg(url), pool_pre_ping=True, future=True, **kw)  # type: ignore[arg-type]
 

@@ -147,11 +147,10 @@ async def watched(
         raise
 
 
-async def pool_refusal(reading: Awaitable[Served | None]) -> ProviderError | None:
+def pool_refusal(served: Served | None) -> ProviderError | None:
     """Why the inference pool cannot answer this rollout now, if it cannot: it is (re)starting with weights that
-    are not the run's policy. Sampling anyway would record the wrong policy's tokens. (``reading`` started when
-    the request arrived, alongside the binding, so the check costs no round trip of its own.)"""
-    served = await reading
+    are not the run's policy. Sampling anyway would record the wrong policy's tokens. (``served`` was read with
+    the rollout's state by the binding's one script, so the check costs no round trip of its own.)"""
     if served is None or served.ready:
         return None
     return ProviderError(503, f"{served.describe()}; try again shortly", "api_error", code=POOL_NOT_READY)
@@ -168,7 +167,6 @@ async def model_call(
     adapter = request.app[ADAPTERS_KEY][api]
     request[metrics.PROVIDER_KEY] = api
     serving = capture_state.SERVING_PREFIX + unique_hex(16)
-    served = asyncio.ensure_future(state.served())
     try:
         rollout, rollout_state = await bind_rollout(request, serving)
     except ProviderError as error:
@@ -192,7 +190,7 @@ async def model_call(
     if api == "gemini":
         conversation.sse = request.query.get("alt") == "sse"
     with bind(run_id=rollout.run_id, rollout_id=rollout.rollout_id):
-        if refusal := await pool_refusal(served):
+        if refusal := pool_refusal(rollout_state.served):
             state.track(_served(state, rollout.rollout_key, serving))
             await note_incident(state, rollout, refusal)
             return error_response(adapter, refusal)

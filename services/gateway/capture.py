@@ -1,16 +1,19 @@
 """Capture: one ``calls`` row per model request, one ``chains`` row per chain, token arrays once per segment.
 
-``write_records`` writes a batch of calls in one transaction (the write-behind writer, ``recorder.py``, calls it
-after the replies went out). Ids were drawn before the reply (``row_ids.py``), so a record is complete when it is
-queued and writing it twice is harmless (``ON CONFLICT DO NOTHING``; counters follow the rows actually inserted).
+``CallWriter.write`` writes a batch of calls in one transaction (the write-behind writer, ``recorder.py``, calls it
+after the replies went out): the objects first, then every row by one statement, the ``record_calls`` function
+(``migrations/versions/0008_record_calls.py``), so a batch costs the gateway one round trip. Ids were drawn before
+the reply (``row_ids.py``), so a record is complete when it is queued and writing it twice is harmless (a call
+already present counts as written; counters follow the rows actually inserted).
 
-Per record, inside the transaction:
-1. **Fence.** The rollout's row is read ``FOR SHARE``; a record whose rollout key is no longer the row's key, or
-   whose rollout is no longer ``running``, is ``stale`` (the runner has moved on: a retried attempt, a finished
-   rollout) and dropped — a gateway that stalled past the flush barrier never adds rows to the next attempt.
+Per record, inside that statement:
+1. **Fence.** The batch's rollout rows are held ``FOR SHARE``; a record whose rollout key is no longer the row's
+   key, or whose rollout is no longer ``running``, is ``stale`` (the runner has moved on: a retried attempt, a
+   finished rollout) and dropped, its objects deleted — a gateway that stalled past the flush barrier never adds
+   rows to the next attempt.
 2. **Order.** A record's chain (or, for a new chain, its parent chain) and its parent call must exist or be written
    earlier in the batch; otherwise it is ``deferred`` (another gateway process has not written the call before it
-   yet) and retried by the writer.
+   yet) and retried by the writer (its objects are not written again).
 3. Objects (token segment, raw bodies) are written before the rows that point at them.
 
 The token segment, its object key and the raw-body key are ``shared/trajectory.py``'s (``Segment``,
@@ -29,26 +32,25 @@ rows are written after).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
+import psycopg
 import zstandard
-from sqlalchemy import Table, bindparam, select, update
-from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncSession
+from psycopg.types.json import Jsonb
 
-from shared.models import Call, Chain, Rollout
-from shared.objectstore import ObjectStore
+from shared.db import libpq_url
+from shared.objectstore import ObjectNotFound, ObjectStore
 from shared.statuses import RolloutStatus
 from shared.trajectory import Segment, chain_tokens_prefix, raw_key, tokens_key
 
 
 @dataclass
 class CallRecord:
-    """Everything one call records; filled by ``ModelCall`` before the reply, written by ``write_records``."""
+    """Everything one call records; filled by ``ModelCall`` before the reply, written by ``CallWriter``."""
 
     rollout_key: str
     rollout_id: str
@@ -82,25 +84,12 @@ class CallRecord:
     drift: asyncio.Future[bool] | None = None
     """The drift check when it was still running at reply time; the writer waits for it."""
     notes: dict[str, Any] = field(default_factory=dict)
+    stored: bool = False
+    """Its objects are in the store (a deferred record's are not written again)."""
 
 
-_CHAINS = cast(Table, Chain.__table__)
-_CALLS = cast(Table, Call.__table__)
-INSERT_CHAIN = insert(_CHAINS).on_conflict_do_nothing(index_elements=["id"])
-INSERT_CALL = insert(_CALLS)
-"""Plain: ``write_records`` skips the calls already present (read in the same transaction), and only the process
-holding a call's record writes it, so a conflict cannot happen; without ``RETURNING`` or ``ON CONFLICT`` the batch
-goes out as one prepared statement executed per row (psycopg's pipelined ``executemany``) instead of a multi-row
-``VALUES`` whose text — and parse — changes with the batch size."""
-COUNT_CALLS = (
-    update(_CHAINS)
-    .where(_CHAINS.c.id == bindparam("chain"))
-    .values(
-        n_calls=_CHAINS.c.n_calls + bindparam("calls"),
-        suffix_tokens=_CHAINS.c.suffix_tokens + bindparam("suffix"),
-        sampled_tokens=_CHAINS.c.sampled_tokens + bindparam("sampled"),
-    )
-)
+RECORD_CALLS = "SELECT record_calls(%s, %s)"
+"""Fence, order and write a batch in one statement (``migrations/versions/0008_record_calls.py``)."""
 
 
 @dataclass
@@ -135,86 +124,75 @@ def _put_objects(store: ObjectStore, records: list[CallRecord]) -> None:
             store.put_bytes(key, data)
 
 
-async def write_records(session: AsyncSession, store: ObjectStore, records: list[CallRecord]) -> WriteOutcome:
-    """Write what can be written of ``records`` (in queue order) in the session's transaction; see the module
-    docstring. The caller commits."""
-    outcome = WriteOutcome()
-    rollouts = {
-        row.id: row
-        for row in await session.execute(
-            select(Rollout.id, Rollout.rollout_key, Rollout.status)
-            .where(Rollout.id.in_({r.rollout_id for r in records}))
-            .with_for_update(read=True)
-        )
-    }
-    chains_needed = {r.parent_chain_id if r.new_chain else r.chain_id for r in records} - {None}
-    chains_present = (
-        set(await session.scalars(select(Chain.id).where(Chain.id.in_(chains_needed))))
-        if chains_needed
-        else set()
-    )
-    calls_needed = {r.parent_call_id for r in records if r.parent_call_id is not None}
-    calls_needed |= {r.call_id for r in records}
-    calls_present = set(await session.scalars(select(Call.id).where(Call.id.in_(calls_needed))))
-    accepted: list[CallRecord] = []
-    for record in records:
-        row = rollouts.get(record.rollout_id)
-        if row is None or row.rollout_key != record.rollout_key or row.status != RolloutStatus.RUNNING:
-            outcome.stale.append(record)
-            continue
-        if (
-            record.call_id in calls_present
-        ):  # written before (a retried batch whose commit was not acknowledged)
-            outcome.written.append(record)
-            continue
-        chain_ok = (
-            record.parent_chain_id is None or record.parent_chain_id in chains_present
-            if record.new_chain
-            else record.chain_id in chains_present
-        )
-        if not chain_ok or (record.parent_call_id is not None and record.parent_call_id not in calls_present):
-            outcome.deferred.append(record)
-            continue
-        accepted.append(record)
-        chains_present.add(record.chain_id)
-        calls_present.add(record.call_id)
-    if not accepted:
+class CallWriter:
+    """Writes batches of records: objects first, then the rows by one ``record_calls`` statement (migration
+    0008) on its own autocommit connection, so a batch costs one round trip and its transaction is that statement.
+    Used by one task at a time (the recorder's writer); a connection that failed is replaced on the next batch."""
+
+    def __init__(self, database_url: str, store: ObjectStore) -> None:
+        self.conninfo = libpq_url(database_url)
+        self.store = store
+        self._connection: psycopg.AsyncConnection[Any] | None = None
+
+    async def write(self, records: list[CallRecord]) -> WriteOutcome:
+        """Write what can be written of ``records`` (in queue order); see the module docstring."""
+        unstored = [record for record in records if not record.stored]
+        if unstored:
+            await asyncio.to_thread(_put_objects, self.store, unstored)
+            for record in unstored:
+                record.stored = True
+        batch = [_batch_item(record) for record in records]
+        connection = await self._connect()
+        try:
+            cursor = await connection.execute(
+                RECORD_CALLS, (Jsonb(batch), RolloutStatus.RUNNING.value), prepare=True
+            )
+            row = await cursor.fetchone()
+        except BaseException:
+            self._connection = None
+            with contextlib.suppress(Exception):
+                await connection.close()
+            raise
+        assert row is not None and len(row[0]) == len(records), row
+        outcome = WriteOutcome()
+        for record, result in zip(records, row[0], strict=True):
+            getattr(outcome, result).append(record)
+        if outcome.stale:  # the runner has moved on: their objects would only be orphans
+            await asyncio.to_thread(_delete_objects, self.store, outcome.stale)
         return outcome
-    await asyncio.to_thread(_put_objects, store, accepted)
-    new_chains = [
-        {
-            "id": r.chain_id,
-            "rollout_id": r.rollout_id,
-            "parent_chain_id": r.parent_chain_id,
-            "fork_reason": r.fork_reason,
-            "tokens_prefix": chain_tokens_prefix(r.run_id, r.rollout_id, r.chain_id),
-            "n_calls": 0,
-            "suffix_tokens": 0,
-            "sampled_tokens": 0,
+
+    async def close(self) -> None:
+        if self._connection is not None:
+            await self._connection.close()
+            self._connection = None
+
+    async def _connect(self) -> psycopg.AsyncConnection[Any]:
+        if self._connection is None or self._connection.closed:
+            self._connection = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
+        return self._connection
+
+
+def _batch_item(record: CallRecord) -> dict[str, Any]:
+    item: dict[str, Any] = {"rollout_key": record.rollout_key, "call": _call_row(record)}
+    if record.new_chain:
+        item["chain"] = {
+            "id": record.chain_id,
+            "rollout_id": record.rollout_id,
+            "parent_chain_id": record.parent_chain_id,
+            "fork_reason": record.fork_reason,
+            "tokens_prefix": chain_tokens_prefix(record.run_id, record.rollout_id, record.chain_id),
         }
-        for r in accepted
-        if r.new_chain
-    ]
-    # Core statements with executemany: compiled once per process (a multi-row VALUES is compiled per batch).
-    if new_chains:
-        await session.execute(INSERT_CHAIN, new_chains)
-    await session.execute(INSERT_CALL, [_call_row(r) for r in accepted])
-    counters: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
-    for record in accepted:
-        counter = counters[record.chain_id]
-        counter[0] += 1
-        counter[1] += len(record.suffix_ids)
-        counter[2] += len(record.sampled_ids)
-    if counters:
-        await session.execute(
-            COUNT_CALLS,
-            [
-                {"chain": chain_id, "calls": c[0], "suffix": c[1], "sampled": c[2]}
-                for chain_id, c in counters.items()
-            ],
-        )
-    outcome.written += accepted
-    return outcome
+    return item
+
+
+def _delete_objects(store: ObjectStore, records: list[CallRecord]) -> None:
+    for record in records:
+        for key in (
+            tokens_key(record.run_id, record.rollout_id, record.chain_id, record.position),
+            raw_key(record.run_id, record.rollout_id, record.call_id),
+        ):
+            with contextlib.suppress(ObjectNotFound):
+                store.delete(key)
 
 
 def _call_row(record: CallRecord) -> dict[str, Any]:

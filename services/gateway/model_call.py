@@ -299,7 +299,7 @@ class ModelCall:
             if not pending_drift.cancelled() and pending_drift.exception() is None:
                 drifted, cut = pending_drift.result()
             pending_drift = None
-        policy_version, version_source = await self._policy_version()
+        policy_version, version_source = self._policy_version()
         try:
             call_id = await state.call_ids.take()
             chain_id = plan.extends.chain_id if plan.extends is not None else await state.chain_ids.take()
@@ -377,16 +377,17 @@ class ModelCall:
                 log.warning("could not store the retemplate cut of chain %d", chain_id, exc_info=True)
         return drifted
 
-    async def _policy_version(self) -> tuple[int, str]:
+    def _policy_version(self) -> tuple[int, str]:
         """The version that sampled this call: the engine's own label when it gave one (exact), else the
-        version the updater announced (a call sampled before any labelled swap), else 0 (the base model)."""
+        version the updater had announced when the call arrived (a call sampled before any labelled swap), else
+        0 (the base model)."""
         if self.rollout.lora:
             version = adapter_version(self._lora_adapter) if self._lora_adapter else 0
             return (version or 0), "adapter" if self._lora_adapter else "base"
         if self._labelled_version is not None:
             return self._labelled_version, "engine"
-        announced = await self.state.served_policy_version()
-        return (announced, "announced") if announced is not None else (0, "base")
+        served = self.rollout_state.served  # as the call arrived
+        return (served.version, "announced") if served is not None and served.ready else (0, "base")
 
     def _notes(self, version_source: str) -> dict[str, Any]:
         timings = self.timings

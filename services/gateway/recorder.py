@@ -5,7 +5,7 @@ under this process's lease (``shared/capture_state.py``) — then ``submit``s it
 last bytes, then calls ``reply_done``. One writer task per process owns everything after that: it takes whatever is
 queued (up to ``batch_max`` records, once a short queue has had ``linger_s`` — ``settings.capture_linger_ms`` — to
 fill), waits for their drift checks, and writes them in one transaction
-(``capture.write_records``). A call leaves the pending set only when both its rows are committed and its reply
+(``capture.CallWriter``). A call leaves the pending set only when both its rows are committed and its reply
 was written, so a process that dies between the tip commit and either of them leaves the call pending under a
 dead lease: the runner's flush barrier reports it lost and the attempt is retried, never graded.
 
@@ -28,13 +28,10 @@ from collections import deque
 from collections.abc import Awaitable
 
 import redis.asyncio as aioredis
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from services.gateway.capture import CallRecord, write_records
+from services.gateway.capture import CallRecord, CallWriter
 from shared import capture_state as cs
 from shared import metrics
-from shared.db import async_session_scope
-from shared.objectstore import ObjectStore
 
 log = logging.getLogger("harnessrl.gateway")
 
@@ -42,8 +39,7 @@ log = logging.getLogger("harnessrl.gateway")
 class Recorder:
     def __init__(
         self,
-        sessions: async_sessionmaker[AsyncSession],
-        store: ObjectStore,
+        writer: CallWriter,
         redis_client: aioredis.Redis,
         *,
         batch_max: int = 64,
@@ -51,8 +47,7 @@ class Recorder:
         defer_s: float = 0.05,
         give_up_s: float = 60.0,
     ) -> None:
-        self.sessions = sessions
-        self.store = store
+        self.writer = writer
         self.redis = redis_client
         self.batch_max = batch_max
         self.linger_s = linger_s
@@ -99,8 +94,11 @@ class Recorder:
             log.error("capture writer: %d records still unwritten at shutdown", self.backlog)
         if self._writer is not None:
             self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
         if self._side:
             await asyncio.wait(self._side, timeout=5)
+        await self.writer.close()
 
     # --- the writer ----------------------------------------------------------------------------------------
     def _background(self, work: Awaitable[object]) -> None:
@@ -158,8 +156,7 @@ class Recorder:
         delay = 0.05
         while True:
             try:
-                async with async_session_scope(self.sessions) as session:
-                    outcome = await write_records(session, self.store, records)
+                outcome = await self.writer.write(records)
                 break
             except Exception as exc:
                 if time.monotonic() - min(first_seen) > self.give_up_s:

@@ -27,6 +27,7 @@ import redis.asyncio as aioredis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from services.gateway.binding import RolloutDirectory
+from services.gateway.capture import CallWriter
 from services.gateway.chat_format import ChatFormat
 from services.gateway.recorder import Recorder
 from services.gateway.row_ids import RowIds
@@ -37,7 +38,6 @@ from shared.adapters import served_adapter_key
 from shared.db import async_session_factory, make_async_engine
 from shared.incidents import note_boot_async
 from shared.objectstore import ObjectStore, open_store
-from shared.pool import SERVED_KEY, Served
 from shared.settings import Settings
 
 log = logging.getLogger("harnessrl.gateway")
@@ -86,22 +86,10 @@ class GatewayState:
             self._engine_limit = await self.upstream.max_model_len(self.http)
         return min(self.settings.max_model_len, self._engine_limit or self.settings.max_model_len)
 
-    async def served(self) -> Served | None:
-        """What the inference pool serves (``shared/pool.py``); None when nobody manages it or Redis is down."""
-        try:
-            return Served.from_hash(await self.redis.hgetall(SERVED_KEY))  # type: ignore[misc]
-        except Exception:
-            return None
-
     async def served_adapter(self, run_id: str) -> str | None:
         """The newest adapter of a LoRA run that the updater made vLLM serve (None: none yet, the base model)."""
         value = await self.redis.get(served_adapter_key(self.redis, run_id))
         return value.decode() if isinstance(value, bytes) else value
-
-    async def served_policy_version(self) -> int | None:
-        """The version the inference updater last announced in Redis (a fallback when a reply is unlabeled)."""
-        served = await self.served()
-        return served.version if served is not None and served.ready else None
 
 
 REDIS_POOL_MAX = 1024
@@ -148,7 +136,9 @@ async def open_state(
         chat_format=chat_format,
         splicer=Splicer(chat_format, splice_mode),
         tips=tips,
-        recorder=Recorder(sessions, store, tip_redis, linger_s=settings.capture_linger_ms / 1000),
+        recorder=Recorder(
+            CallWriter(settings.database_url, store), tip_redis, linger_s=settings.capture_linger_ms / 1000
+        ),
         call_ids=RowIds(engine, "calls"),
         chain_ids=RowIds(engine, "chains"),
         directory=RolloutDirectory(engine, tips),

@@ -36,6 +36,7 @@ import redis.asyncio as aioredis
 from services.gateway.splice import DIGEST_BYTES, ChainTip, MessageDigest, RetemplateCut
 from shared import capture_state as cs
 from shared.inference_client import PromptIds
+from shared.pool import SERVED_KEY, Served
 
 log = logging.getLogger("harnessrl.gateway")
 
@@ -74,13 +75,14 @@ return seq
 
 
 LOAD_SCRIPT = """
--- KEYS: rollout hash, pending hash; ARGV: serving mark ('' = none), owner, ttl seconds
--- The rollout's state; a call of a known, open rollout is marked as being served by this process.
+-- KEYS: rollout hash, pending hash, the pool's served hash; ARGV: serving mark ('' = none), owner, ttl seconds
+-- The rollout's state and what the pool serves; a call of a known, open rollout is marked as being served by
+-- this process.
 if ARGV[1] ~= '' and redis.call('EXISTS', KEYS[1]) == 1 and redis.call('HEXISTS', KEYS[1], 'closed') == 0 then
   redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
   redis.call('EXPIRE', KEYS[2], tonumber(ARGV[3]))
 end
-return redis.call('HGETALL', KEYS[1])
+return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[3])}
 """
 
 
@@ -101,6 +103,8 @@ class RolloutState:
     tips: list[ChainTip]
     calls: int = 0
     """Calls the rollout committed so far (the hash's ``seq``): the index of the next call, for its seed."""
+    served: Served | None = None
+    """What the inference pool served when the call arrived (``shared/pool.py``; None: nobody manages it)."""
 
 
 def encode_history(history: list[MessageDigest]) -> str:
@@ -204,11 +208,12 @@ class TipStore:
     # --- reading -------------------------------------------------------------------------------------------
     async def load(self, rollout_key: str, serving: str | None = None) -> RolloutState:
         """The rollout's state; with ``serving`` (a call's mark) the call is registered as being served here."""
-        flat = await self._load(
-            keys=[cs.state_key(rollout_key), cs.pending_key(rollout_key)],
+        flat, pool = await self._load(
+            keys=[cs.state_key(rollout_key), cs.pending_key(rollout_key), SERVED_KEY],
             args=[serving or "", self.owner, cs.ROLLOUT_TTL_S],
         )
         fields = {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}
+        served = Served.from_hash({pool[i].decode(): pool[i + 1].decode() for i in range(0, len(pool), 2)})
         raw = fields.get(cs.FIELD_BIND)
         binding = cs.Binding.from_json(raw) if raw is not None else None
         tips = []
@@ -228,7 +233,9 @@ class TipStore:
                         )
             tips.append(tip)
         tips.sort(key=lambda t: t.seq)
-        return RolloutState(binding, cs.FIELD_CLOSED in fields, tips, int(fields.get(cs.FIELD_SEQ, b"0")))
+        return RolloutState(
+            binding, cs.FIELD_CLOSED in fields, tips, int(fields.get(cs.FIELD_SEQ, b"0")), served
+        )
 
     async def ids(self, rollout_key: str, tip: ChainTip) -> PromptIds:
         """The chain's ids as of ``tip`` (prompt + sampled), from the local cache where this process has them."""

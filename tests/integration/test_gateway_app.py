@@ -568,3 +568,34 @@ def test_records_of_calls_answered_close_together_land_in_one_transaction(
     assert all(count_calls(db, r.rollout_id) == 1 for r in rollouts)
     count, records = (after - prior for after, prior in zip(batches(), before, strict=True))
     assert (count, records) == (1.0, 6.0)
+
+
+def test_a_call_while_the_pool_restarts_is_refused_with_503_and_not_recorded(
+    gateway_server, scripted_policy, make_rollout, db, redis_client
+):  # type: ignore[no-untyped-def]
+    """What the pool serves is read by the binding's one Redis script: while the updater has marked the pool
+    ``starting`` (its engine holds weights that are not the run's), a call is refused in the caller's shape and
+    may be retried; once the pool is ready again the same rollout's call goes through."""
+    from shared.pool import SERVED_KEY, mark_starting, set_served
+
+    ref = make_rollout()
+    headers = {"Authorization": f"Bearer {ref.rollout_key}"}
+    mark_starting(redis_client, served_by="replica-0")
+    try:
+        response = httpx.post(
+            gateway_server.url + "/v1/chat/completions", json=chat_body(), headers=headers, timeout=30
+        )
+        assert response.status_code == 503 and response.headers["x-should-retry"] == "true"
+        assert "starting" in response.json()["error"]["message"]
+        assert scripted_policy.requests == [] and count_calls(db, ref.rollout_id) == 0
+        set_served(redis_client, ref.run_id, 0, served_by="replica-0")
+        response = httpx.post(
+            gateway_server.url + "/v1/chat/completions", json=chat_body(), headers=headers, timeout=30
+        )
+        assert response.status_code == 200, response.text
+    finally:
+        redis_client.delete(
+            SERVED_KEY
+        )  # later tests' gateways would refuse calls while the pool is "starting"
+    settle_gateways()
+    assert count_calls(db, ref.rollout_id) == 1
