@@ -17,4 +17,3 @@ def test_ports_are_outside_the_ephemeral_range_distinct_and_free() -> None:
         assert port >= LOWEST and not low <= port <= high, port
         with socket.socket() as s:
             s.bind(("127.0.0.1", port))  # nothing holds it
-
