@@ -12,6 +12,7 @@ import contextlib
 import io
 import itertools
 import os
+import stat
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -68,7 +69,8 @@ class LocalObjectStore:
 
     A write goes to a temporary file beside the object and is renamed over it. The directories written to are
     remembered (resolved and inside the root), so a write costs no path resolution or ``mkdir`` after the first
-    one into its directory — the gateway writes two objects per model call."""
+    one into its directory, and a new directory below a remembered one is one ``mkdir`` — the gateway writes two
+    objects per model call, into a new directory or two for each rollout and chain."""
 
     DIRS_KEPT = 4096
 
@@ -87,14 +89,37 @@ class LocalObjectStore:
     def _directory(self, key: str) -> tuple[str, str]:
         """The resolved directory an object of ``key`` goes in (made if need be) and the object's file name."""
         parent_key, _, name = check_key(key).rpartition("/")
-        directory = self._dirs.get(parent_key)
-        if directory is None:
-            parent = self._path(parent_key) if parent_key else self.root
-            parent.mkdir(parents=True, exist_ok=True)
-            if len(self._dirs) >= self.DIRS_KEPT:
-                self._dirs.clear()
-            directory = self._dirs[parent_key] = str(parent)
-        return directory, name
+        return self._resolved_directory(parent_key), name
+
+    def _resolved_directory(self, dir_key: str) -> str:
+        """The directory of ``dir_key``, made if need be, resolved and inside the root. Inside a remembered
+        directory a new one is one ``mkdir``: a directory this call made is no link, so it needs no resolving
+        (a new rollout or chain costs one system call per level, not a path resolution). An entry that already
+        exists and is not a plain directory (a link) is resolved and checked as any path is."""
+        if not dir_key:
+            return str(self.root)
+        directory = self._dirs.get(dir_key)
+        if directory is not None:
+            return directory
+        above, _, leaf = dir_key.rpartition("/")
+        path = f"{self._resolved_directory(above)}/{leaf}"
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            if not stat.S_ISDIR(os.lstat(path).st_mode):
+                path = self._checked_directory(dir_key)
+        except FileNotFoundError:  # a remembered directory above was removed since
+            self._dirs.pop(above, None)
+            path = self._checked_directory(dir_key)
+        if len(self._dirs) >= self.DIRS_KEPT:
+            self._dirs.clear()
+        self._dirs[dir_key] = path
+        return path
+
+    def _checked_directory(self, dir_key: str) -> str:
+        parent = self._path(dir_key)
+        parent.mkdir(parents=True, exist_ok=True)
+        return str(parent)
 
     def _open_temp(self, key: str) -> tuple[int, str, str]:
         """A new temporary file beside the object: (fd, its path, the object's path)."""

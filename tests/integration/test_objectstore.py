@@ -130,3 +130,35 @@ def test_local_store_refuses_a_directory_that_is_a_symlink_out_of_the_store(tmp_
     with pytest.raises(ObjectKeyError):
         store.put_bytes("escape/x.bin", b"no")
     assert list(outside.iterdir()) == []
+
+
+def test_local_store_checks_a_link_made_inside_a_directory_it_remembers(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    store = LocalObjectStore(tmp_path / "objects")
+    store.put_bytes("runs/r1/a.bin", b"1")  # "runs" is remembered now
+    (tmp_path / "objects" / "runs" / "r2").symlink_to(outside)
+    with pytest.raises(ObjectKeyError):
+        store.put_bytes("runs/r2/x.bin", b"no")
+    assert list(outside.iterdir()) == []
+    inside = tmp_path / "objects" / "runs" / "r1"
+    (tmp_path / "objects" / "runs" / "r3").symlink_to(
+        inside
+    )  # a link that stays inside the store is followed
+    store.put_bytes("runs/r3/b.bin", b"2")
+    assert (inside / "b.bin").read_bytes() == b"2"
+
+
+def test_local_store_makes_new_directories_under_remembered_ones_and_after_a_tree_is_removed(
+    tmp_path: Path,
+) -> None:
+    import shutil
+
+    store = LocalObjectStore(tmp_path / "objects")
+    store.put_bytes("tokens/run/ro1/1/0.npz", b"a")
+    store.put_bytes("tokens/run/ro1/2/0.npz", b"b")  # a new chain directory under a remembered rollout's
+    store.put_bytes("tokens/run/ro2/3/0.npz", b"c")
+    shutil.rmtree(tmp_path / "objects" / "tokens")  # every remembered directory is gone
+    store.put_bytes("tokens/run/ro1/4/0.npz", b"d")
+    assert list(store.list("tokens/")) == ["tokens/run/ro1/4/0.npz"]
+    assert store.get_bytes("tokens/run/ro1/4/0.npz") == b"d"
