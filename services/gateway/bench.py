@@ -65,10 +65,12 @@ TOKEN_DELAY_S = 0.01
 KINDS = ("new_chain", "new_chain_group", "spliced")
 """A call with a prompt never sent before, one with the prompt of the group's previous rollout, and a spliced call."""
 GROUP = 8
+"""Episodes of the throughput run that share their first prompt (a GRPO group's rollouts)."""
 THROUGHPUT_EPISODES = 512
 """Measured episodes (two calls each) per concurrency level: a few seconds of load, so one noisy second of a shared
 VM moves the figure less."""
-"""Episodes of the throughput run that share their first prompt (a GRPO group's rollouts)."""
+THROUGHPUT_ROUNDS = 4
+"""Gateway and direct rounds alternate this many times per concurrency level (the figures are their sums)."""
 STAGES = ("bind", "parse", "plan", "send", "commit")
 
 
@@ -414,11 +416,21 @@ class CpuMeter:
         out["machine"] = machine_cpu_seconds()
         return out
 
-    @staticmethod
-    def per_request_ms(before: dict[str, float], after: dict[str, float], requests: int) -> dict[str, float]:
+    def spent(self, before: dict[str, float]) -> dict[str, float]:
+        """CPU seconds since ``before`` (a ``read``), with ``other`` = the machine's less the three named."""
+        after = self.read()
         spent = {k: after[k] - before[k] for k in before}
         spent["other"] = spent.pop("machine") - spent["client"] - spent["upstream"] - spent["gateway"]
-        return {k: round(v * 1000 / requests, 2) for k, v in spent.items()}
+        return spent
+
+
+def per_request_ms(spent: dict[str, float], requests: int) -> dict[str, float]:
+    return {k: round(v * 1000 / requests, 2) for k, v in spent.items()}
+
+
+def _add(total: dict[str, float], spent: dict[str, float]) -> None:
+    for k, v in spent.items():
+        total[k] = total.get(k, 0.0) + v
 
 
 async def measure_throughput(
@@ -430,6 +442,10 @@ async def measure_throughput(
     meter: CpuMeter,
     episodes: int = THROUGHPUT_EPISODES,
 ) -> dict[str, Any]:
+    """Requests/s of the gateway and of its upstream called directly, in ``THROUGHPUT_ROUNDS`` alternating rounds
+    (gateway, direct, gateway, ...), so a VM that slows down or speeds up during the run moves both sides alike;
+    the figures are the rounds' sums."""
+
     async def episode(job: tuple[str, str]) -> int:
         await client.episode(*job)
         return 2
@@ -437,43 +453,62 @@ async def measure_throughput(
     def jobs_of(keys: list[tuple[str, str]], label: str) -> list[tuple[str, str]]:
         return [(key, group_prompt(text, f"{label}-{i // GROUP}")) for i, (_, key) in enumerate(keys)]
 
-    # Unmeasured first: one round at this concurrency with prompts of its own, so the measured round meets the
-    # connection pools (client → gateway, gateway → upstream, Redis, Postgres) filled to this concurrency, as in a
-    # gateway that has been serving a fleet, and not the cost of opening them; its prompts are never sent again.
-    warm_keys = rollouts.make(concurrency)
-    await run_concurrently(concurrency, jobs_of(warm_keys, f"c{concurrency}-warm"), episode)
-    for _, key in warm_keys:  # its records are in before the measured round starts
-        await asyncio.to_thread(rollouts.recorded, key)
-    keys = rollouts.make(max(episodes, concurrency))
-    jobs = jobs_of(keys, f"c{concurrency}")
-    before, start = meter.read(), time.perf_counter()
-    requests = await run_concurrently(concurrency, jobs, episode)
-    elapsed = time.perf_counter() - start
-    through_cpu = CpuMeter.per_request_ms(before, meter.read(), requests)
-    for _, key in keys:  # the records are written behind: count the time to the last one
-        await asyncio.to_thread(rollouts.recorded, key)
-    recorded_elapsed = time.perf_counter() - start
-    prompts = [p for p, _ in await asyncio.to_thread(recorded_calls, rollouts, store_dir, keys[0][0])]
-    direct_jobs = [prompts[i % 2] for i in range(requests)]
-
     async def one(prompt: list[int]) -> int:
         await client.direct(prompt)
         return 1
 
-    await run_concurrently(concurrency, direct_jobs[: concurrency * 2], one)  # the same warm-up, direct
-    before, start = meter.read(), time.perf_counter()
-    direct_requests = await run_concurrently(concurrency, direct_jobs, one)
-    direct_elapsed = time.perf_counter() - start
+    # Unmeasured first: one round at this concurrency with prompts of its own, so the measured rounds meet the
+    # connection pools (client → gateway, gateway → upstream, Redis, Postgres) filled to this concurrency, as in a
+    # gateway that has been serving a fleet, and not the cost of opening them; its prompts are never sent again.
+    warm_keys = rollouts.make(concurrency)
+    await run_concurrently(concurrency, jobs_of(warm_keys, f"c{concurrency}-warm"), episode)
+    for _, key in warm_keys:  # its records are in before the measured rounds start
+        await asyncio.to_thread(rollouts.recorded, key)
+    prompts = [p for p, _ in await asyncio.to_thread(recorded_calls, rollouts, store_dir, warm_keys[0][0])]
+    await run_concurrently(
+        concurrency, [prompts[i % 2] for i in range(concurrency * 2)], one
+    )  # the same, direct
+    per_round = max(episodes // THROUGHPUT_ROUNDS, concurrency)
+    rounds: list[dict[str, Any]] = []
+    gateway_cpu: dict[str, float] = {}
+    direct_cpu: dict[str, float] = {}
+    for index in range(THROUGHPUT_ROUNDS):
+        keys = rollouts.make(per_round)
+        jobs = jobs_of(keys, f"c{concurrency}-r{index}")
+        before, start = meter.read(), time.perf_counter()
+        requests = await run_concurrently(concurrency, jobs, episode)
+        elapsed = time.perf_counter() - start
+        _add(gateway_cpu, meter.spent(before))
+        for _, key in keys:  # the records are written behind: count the time to the last one
+            await asyncio.to_thread(rollouts.recorded, key)
+        recorded_elapsed = time.perf_counter() - start
+        before, start = meter.read(), time.perf_counter()
+        direct_requests = await run_concurrently(concurrency, [prompts[i % 2] for i in range(requests)], one)
+        direct_elapsed = time.perf_counter() - start
+        _add(direct_cpu, meter.spent(before))
+        rounds.append(
+            {
+                "requests": requests,
+                "gateway_s": elapsed,
+                "gateway_recorded_s": recorded_elapsed,
+                "direct_requests": direct_requests,
+                "direct_s": direct_elapsed,
+                "ratio": (requests / elapsed) / (direct_requests / direct_elapsed),
+            }
+        )
+    requests = sum(r["requests"] for r in rounds)
+    direct_requests = sum(r["direct_requests"] for r in rounds)
     return {
         "concurrency": concurrency,
         "group": GROUP,
         "warmed": True,
         "requests": requests,
-        "gateway_requests_per_s": requests / elapsed,
-        "gateway_recorded_requests_per_s": requests / recorded_elapsed,
-        "direct_requests_per_s": direct_requests / direct_elapsed,
-        "gateway_cpu_ms_per_request": through_cpu,
-        "direct_cpu_ms_per_request": CpuMeter.per_request_ms(before, meter.read(), direct_requests),
+        "gateway_requests_per_s": requests / sum(r["gateway_s"] for r in rounds),
+        "gateway_recorded_requests_per_s": requests / sum(r["gateway_recorded_s"] for r in rounds),
+        "direct_requests_per_s": direct_requests / sum(r["direct_s"] for r in rounds),
+        "gateway_cpu_ms_per_request": per_request_ms(gateway_cpu, requests),
+        "direct_cpu_ms_per_request": per_request_ms(direct_cpu, direct_requests),
+        "rounds": rounds,
     }
 
 
@@ -550,7 +585,9 @@ def print_table(results: dict[str, Any]) -> None:
             click.echo(
                 f"c={t['concurrency']:<4} {r['workers']} worker(s): gateway {t['gateway_requests_per_s']:.1f} req/s "
                 f"(records in: {t['gateway_recorded_requests_per_s']:.1f}), direct {t['direct_requests_per_s']:.1f} "
-                f"req/s = {t['gateway_requests_per_s'] / t['direct_requests_per_s']:.0%}; CPU ms/request "
+                f"req/s = {t['gateway_requests_per_s'] / t['direct_requests_per_s']:.0%} (rounds: "
+                + " ".join(f"{one['ratio']:.0%}" for one in t["rounds"])
+                + f"); CPU ms/request "
                 f"{t['gateway_cpu_ms_per_request']} (direct {t['direct_cpu_ms_per_request']})"
             )
 

@@ -40,4 +40,11 @@ def test_bench_gateway_json(settings_env: dict[str, str], tiny_model_dir: Path) 
         (throughput,) = run["throughput"]
         assert throughput["concurrency"] == 4 and throughput["requests"] == 32 and throughput["group"] == 8
         assert throughput["warmed"]  # an unmeasured round at this concurrency came first
+        # gateway and direct rounds alternate; the figures are their sums
+        rounds = throughput["rounds"]
+        assert len(rounds) == 4 and sum(r["requests"] for r in rounds) == 32
+        assert all(
+            r["direct_requests"] == r["requests"] and r["gateway_recorded_s"] >= r["gateway_s"]
+            for r in rounds
+        )
         assert throughput["gateway_requests_per_s"] > 0 and throughput["direct_requests_per_s"] > 0
