@@ -31,12 +31,14 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from array import array
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import numpy as np
 
 GENERATE_PATH = "/inference/v1/generate"
 JSON_HEADERS = {"Content-Type": "application/json"}
@@ -78,6 +80,33 @@ class ContextTooLong(InferenceRequestError):
         self.requested = requested
 
 
+ID_TEXT_MAX = 1 << 20
+"""Token ids below this have their decimal text in a table (grown to the largest id seen: a vocabulary's size)."""
+_id_text: list[str] = []
+_id_text_lock = threading.Lock()
+
+
+def ids_json(ids: Sequence[int]) -> bytes:
+    """``1,2,3``: token ids as the inside of a JSON array, joined from a table of each id's text: 2,300 ids in
+    52 µs against 116 for ``json.dumps`` of the list (measured alone) — a chain's first prompt is most of a
+    request body."""
+    if not len(ids):
+        return b""
+    if isinstance(ids, array) and ids.typecode == "i":
+        packed = np.frombuffer(ids, np.int32)
+        low, high = int(packed.min()), int(packed.max())
+    else:
+        low, high = min(ids), max(ids)
+    if low < 0 or high >= ID_TEXT_MAX:
+        return ",".join(map(str, ids)).encode()
+    if high >= len(_id_text):
+        with _id_text_lock:
+            if high >= len(_id_text):
+                _id_text.extend([str(i) for i in range(len(_id_text), high + 1)])
+    table = _id_text
+    return ",".join([table[i] for i in ids]).encode()
+
+
 class PromptIds:
     """Prompt token ids packed as int32, with their JSON text (``1,2,3``, no brackets) made once.
 
@@ -97,7 +126,7 @@ class PromptIds:
     @property
     def json(self) -> bytes:
         if self._json is None:
-            self._json = json.dumps(self.ids.tolist())[1:-1].encode()
+            self._json = ids_json(self.ids)
         return self._json
 
     def __len__(self) -> int:
@@ -106,7 +135,7 @@ class PromptIds:
     def __add__(self, more: Sequence[int]) -> PromptIds:
         if not more:
             return PromptIds(self.ids, self._json)
-        tail = json.dumps(list(more))[1:-1].encode()
+        tail = ids_json(more)
         joined = self.json + b"," + tail if self.ids else tail
         return PromptIds(self.ids + array("i", more), joined)
 
