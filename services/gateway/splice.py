@@ -179,10 +179,11 @@ class ChainTip:
 
 @dataclass(frozen=True)
 class Retemplate:
-    """A conversation rendered from scratch: the template's text and its ids."""
+    """A conversation rendered from scratch: the template's text and its ids (int32, as ``PromptIds`` packs them:
+    compared, sliced and counted without conversions)."""
 
     text: str
-    ids: Sequence[int]
+    ids: array[int]
 
 
 @dataclass
@@ -316,7 +317,7 @@ class Splicer:
         if newest is None:
             rendered = self._render(conversation)
             return SplicePlan(
-                PromptIds.of(rendered.ids), list(rendered.ids), None, None, None, 0, rendered=rendered
+                PromptIds(rendered.ids), rendered.ids.tolist(), None, None, None, 0, rendered=rendered
             )
         if choice.reuse_prompt:
             assert tip_ids is not None
@@ -326,8 +327,8 @@ class Splicer:
             )
         rendered = self._render(conversation)
         return SplicePlan(
-            PromptIds.of(rendered.ids),
-            list(rendered.ids),
+            PromptIds(rendered.ids),
+            rendered.ids.tolist(),
             None,
             choice.fork_reason,
             newest.chain_id,
@@ -340,13 +341,13 @@ class Splicer:
         text = self.chat_format.render_text(
             conversation.messages, conversation.tools, add_generation_prompt=True
         )
-        return Retemplate(text, self.chat_format.encode_turns(text))
+        return Retemplate(text, array("i", self.chat_format.encode_turns(text)))
 
     def _extend(self, conversation: Conversation, tip: ChainTip, tip_ids: PromptIds) -> SplicePlan | None:
         closing = [] if tip.closed else list(self.chat_format.closing_ids)
         if self.mode == "retemplate":
             rendered = self._render(conversation)
-            full = array("i", rendered.ids)
+            full = rendered.ids
             if full[: tip.ids_len] != tip_ids.ids:
                 return None
             return SplicePlan(
@@ -418,11 +419,11 @@ class Splicer:
         cut = base.retemplate if base is not None else None
         if cut is not None and len(text) >= cut.chars and _digest(text[: cut.chars]) == cut.text:
             if cut.ids is not None:
-                return Retemplate(text, cut.ids.tolist() + self.chat_format.encode(text[cut.chars :]))
+                return Retemplate(text, cut.ids + array("i", self.chat_format.encode(text[cut.chars :])))
             if base_ids is not None and len(base_ids) >= cut.count:
-                head = base_ids.ids[: cut.count].tolist()
-                return Retemplate(text, head + self.chat_format.encode(text[cut.chars :]))
-        return Retemplate(text, self.chat_format.encode(text))
+                head = base_ids.ids[: cut.count]
+                return Retemplate(text, head + array("i", self.chat_format.encode(text[cut.chars :])))
+        return Retemplate(text, array("i", self.chat_format.encode(text)))
 
     def drift(
         self, conversation: Conversation, plan: SplicePlan, base_ids: PromptIds | None
@@ -430,7 +431,7 @@ class Splicer:
         """Whether rendering from scratch would have given other prompt ids than the ones the model saw, and
         where the next call's render can resume."""
         rendered = plan.rendered or self.retemplate(conversation, plan.extends, base_ids)
-        drifted = plan.rendered is None and array("i", rendered.ids) != plan.prompt.ids
+        drifted = plan.rendered is None and rendered.ids != plan.prompt.ids
         return drifted, self.retemplate_cut(rendered, plan.prompt)
 
     def retemplate_cut(self, rendered: Retemplate, prompt: PromptIds) -> RetemplateCut | None:
@@ -440,11 +441,11 @@ class Splicer:
             return None
         cut += len(end)
         turns = rendered.text.count(end, 0, cut)
-        ends = np.flatnonzero(np.asarray(rendered.ids, dtype=np.int64) == self.chat_format.end_of_turn_id)
+        ends = np.flatnonzero(np.frombuffer(rendered.ids, dtype=np.int32) == self.chat_format.end_of_turn_id)
         if len(ends) < turns:
             return None
         count = int(ends[turns - 1]) + 1
-        head = array("i", rendered.ids[:count])
+        head = rendered.ids[:count]
         own = head == prompt.ids[:count]
         return RetemplateCut(cut, _digest(rendered.text[:cut]), count, None if own else head)
 
