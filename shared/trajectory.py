@@ -30,6 +30,8 @@ reader allows.
 from __future__ import annotations
 
 import io
+import struct
+import zlib
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -110,6 +112,36 @@ SEGMENT_FIELDS = ("suffix_ids", "sampled_ids", "sampled_logprobs", "policy_versi
 _LEGACY_FIELD_NAMES = {"prompt_ids": "suffix_ids"}  # segments written before the rename
 
 
+_DOS_DATE = 0x21  # 1980-01-01: members carry no time (np.savez stamps the time of writing)
+
+
+def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    """What ``np.savez`` writes for ``arrays`` — the same ``.npy`` members, stored uncompressed in a zip that
+    ``np.load`` reads — without ``zipfile``'s per-member machinery: a call's segment in ~20 µs instead of ~57 (the
+    gateway writes one per model call)."""
+    out = bytearray()
+    central = bytearray()
+    for name, value in arrays.items():
+        member = io.BytesIO()
+        np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
+        data = member.getvalue()
+        filename = f"{name}.npy".encode()
+        crc, offset = zlib.crc32(data), len(out)
+        out += struct.pack(
+            "<IHHHHHIIIHH", 0x04034B50, 20, 0, 0, 0, _DOS_DATE, crc, len(data), len(data), len(filename), 0
+        )
+        out += filename + data
+        central += struct.pack(
+            "<IHHHHHHIIIHHHHHII",
+            0x02014B50, 20, 20, 0, 0, 0, _DOS_DATE, crc, len(data), len(data), len(filename), 0, 0, 0, 0, 0, offset,
+        )  # fmt: skip
+        central += filename
+    directory_at = len(out)
+    out += central
+    out += struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(arrays), len(arrays), len(central), directory_at, 0)
+    return bytes(out)
+
+
 @dataclass(frozen=True)
 class Segment:
     """One model call's tokens: the new prompt suffix and what the policy sampled after it (module docstring)."""
@@ -142,15 +174,14 @@ class Segment:
             raise InconsistentTrajectory(f"negative policy version {self.policy_version}")
 
     def to_bytes(self) -> bytes:
-        buffer = io.BytesIO()
-        np.savez(
-            buffer,
-            suffix_ids=self.suffix_ids.astype(np.int32),
-            sampled_ids=self.sampled_ids.astype(np.int32),
-            sampled_logprobs=self.sampled_logprobs.astype(np.float32),
-            policy_version=np.asarray(self.policy_version, np.int64),
+        return npz_bytes(
+            {
+                "suffix_ids": self.suffix_ids.astype(np.int32),
+                "sampled_ids": self.sampled_ids.astype(np.int32),
+                "sampled_logprobs": self.sampled_logprobs.astype(np.float32),
+                "policy_version": np.asarray(self.policy_version, np.int64),
+            }
         )
-        return buffer.getvalue()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Segment:

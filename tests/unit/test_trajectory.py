@@ -107,3 +107,32 @@ def test_fetch_segments_returns_each_segment_or_its_error(tmp_path: Path) -> Non
     assert isinstance(fetched["tokens/r/bad.npz"], InconsistentTrajectory)
     assert fetch_segments(store, []) == {}
     assert load_segment(store, keys[3]).suffix_ids.tolist() == [0, 1, 2]
+
+
+def test_a_segment_is_an_npz_whose_members_are_what_np_savez_writes() -> None:
+    import io
+    import zipfile
+
+    from shared.trajectory import npz_bytes
+
+    arrays = {
+        "suffix_ids": np.arange(2300, dtype=np.int32),
+        "sampled_ids": np.array([7, 8, 9], np.int32),
+        "sampled_logprobs": np.array([-0.5, -0.25, 0.0], np.float32),
+        "policy_version": np.asarray(4, np.int64),
+        "empty": np.zeros(0, np.int32),
+    }
+    ours, theirs = io.BytesIO(npz_bytes(arrays)), io.BytesIO()
+    np.savez(theirs, **arrays)
+    with zipfile.ZipFile(ours) as mine, zipfile.ZipFile(theirs) as numpy_zip:
+        assert mine.testzip() is None  # every member's CRC checks
+        assert mine.namelist() == numpy_zip.namelist()
+        assert all(mine.read(name) == numpy_zip.read(name) for name in mine.namelist())
+    ours.seek(0)
+    with np.load(ours) as loaded:
+        for name, value in arrays.items():
+            assert loaded[name].dtype == value.dtype and np.array_equal(loaded[name], value)
+    segment = Segment.of([1, 2, 3], [4], [-0.1], 2)
+    back = Segment.from_bytes(segment.to_bytes())
+    assert back.suffix_ids.tolist() == [1, 2, 3] and back.sampled_ids.tolist() == [4]
+    assert back.sampled_logprobs.tolist() == pytest.approx([-0.1]) and back.policy_version == 2
