@@ -471,7 +471,6 @@ async def measure_throughput(
     await run_concurrently(
         concurrency, [prompts[i % 2] for i in range(concurrency * 2)], one
     )  # the same, direct
-    per_round = max(episodes // THROUGHPUT_ROUNDS, concurrency)
     rounds: list[dict[str, Any]] = []
     gateway_cpu: dict[str, float] = {}
     direct_cpu: dict[str, float] = {}

@@ -87,6 +87,14 @@ class CallRecord:
     stored: bool = False
     """Its objects are in the store (a deferred record's are not written again)."""
 
+    @property
+    def tokens_key(self) -> str:
+        return tokens_key(self.run_id, self.rollout_id, self.chain_id, self.position)
+
+    @property
+    def raw_key(self) -> str:
+        return raw_key(self.run_id, self.rollout_id, self.call_id)
+
 
 RECORD_CALLS = "SELECT record_calls(%s, %s)"
 """Fence, order and write a batch in one statement (``migrations/versions/0008_record_calls.py``)."""
@@ -111,10 +119,8 @@ def _objects(record: CallRecord) -> dict[str, bytes]:
         record.suffix_ids, record.sampled_ids, record.sampled_logprobs, record.policy_version
     ).to_bytes()
     return {
-        tokens_key(record.run_id, record.rollout_id, record.chain_id, record.position): segment,
-        raw_key(record.run_id, record.rollout_id, record.call_id): raw_bytes(
-            record.raw_request, record.response()
-        ),
+        record.tokens_key: segment,
+        record.raw_key: raw_bytes(record.raw_request, record.response()),
     }
 
 
@@ -153,7 +159,7 @@ class CallWriter:
             with contextlib.suppress(Exception):
                 await connection.close()
             raise
-        assert row is not None and len(row[0]) == len(records), row
+        assert row is not None
         outcome = WriteOutcome()
         for record, result in zip(records, row[0], strict=True):
             getattr(outcome, result).append(record)
@@ -187,10 +193,7 @@ def _batch_item(record: CallRecord) -> dict[str, Any]:
 
 def _delete_objects(store: ObjectStore, records: list[CallRecord]) -> None:
     for record in records:
-        for key in (
-            tokens_key(record.run_id, record.rollout_id, record.chain_id, record.position),
-            raw_key(record.run_id, record.rollout_id, record.call_id),
-        ):
+        for key in (record.tokens_key, record.raw_key):
             with contextlib.suppress(ObjectNotFound):
                 store.delete(key)
 
@@ -218,7 +221,7 @@ def _call_row(record: CallRecord) -> dict[str, Any]:
         "inference_ms": record.inference_ms,
         "total_ms": record.total_ms,
         "ttfb_ms": record.ttfb_ms,
-        "tokens_key": tokens_key(record.run_id, record.rollout_id, record.chain_id, record.position),
-        "raw_key": raw_key(record.run_id, record.rollout_id, record.call_id),
+        "tokens_key": record.tokens_key,
+        "raw_key": record.raw_key,
         "notes": record.notes,
     }
