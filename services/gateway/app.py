@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -209,7 +210,7 @@ async def model_call(
         try:
             if conversation.stream:
                 return await _stream_reply(request, events, call, adapter, conversation)
-            return await _json_reply(request, events, adapter, conversation)
+            return await _json_reply(request, events, call, adapter, conversation)
         finally:
             await call.aclose()
 
@@ -244,6 +245,7 @@ async def _stream_reply(
 async def _json_reply(
     request: web.Request,
     events: AsyncIterator[StreamEvent],
+    call: ModelCall,
     adapter: ModuleType,
     conversation: Conversation,
 ) -> web.Response:
@@ -251,8 +253,11 @@ async def _json_reply(
         async for event in events:
             if isinstance(event, Finish):
                 # Written here, not by aiohttp after the handler returns: the call's record is complete only
-                # once its reply is out (``ModelCall.aclose``).
-                response = web.json_response(adapter.render(event.completion, conversation))
+                # once its reply is out (``ModelCall.aclose``). Its raw body keeps these very bytes.
+                body = json.dumps(adapter.render(event.completion, conversation)).encode()
+                if call.record is not None:
+                    call.record.response_body = body
+                response = web.Response(body=body, content_type="application/json", charset="utf-8")
                 try:
                     await response.prepare(request)
                     await response.write_eof()

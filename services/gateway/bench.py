@@ -66,10 +66,10 @@ KINDS = ("new_chain", "new_chain_group", "spliced")
 """A call with a prompt never sent before, one with the prompt of the group's previous rollout, and a spliced call."""
 GROUP = 8
 """Episodes of the throughput run that share their first prompt (a GRPO group's rollouts)."""
-THROUGHPUT_EPISODES = 512
-"""Measured episodes (two calls each) per concurrency level: a few seconds of load, so one noisy second of a shared
-VM moves the figure less."""
-THROUGHPUT_ROUNDS = 4
+THROUGHPUT_EPISODES = 2048
+"""Measured episodes (two calls each) per concurrency level: 10-20 s of load on a 2-core VM. With 512 the rounds'
+ratios spread over 25-73 % on a VM whose speed moves by a quarter from one second to the next (runs of 2026-12-05)."""
+THROUGHPUT_ROUNDS = 8
 """Gateway and direct rounds alternate this many times per concurrency level (the figures are their sums)."""
 STAGES = ("bind", "parse", "plan", "send", "commit")
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,7 +66,7 @@ class CallRecord:
     model_alias: str
     stream: bool
     prompt_tokens: int
-    suffix_ids: list[int]
+    suffix_ids: Sequence[int]
     sampled_ids: list[int]
     sampled_logprobs: list[float]
     finish_reason: str
@@ -79,7 +79,10 @@ class CallRecord:
     ttfb_ms: float | None
     raw_request: bytes
     response: Callable[[], Any]
-    """Renders the reply in the caller's shape (for the raw body), called by the writer."""
+    """Renders the reply in the caller's shape (for the raw body), called by the writer unless ``response_body``
+    is set."""
+    response_body: bytes | None = None
+    """The reply's JSON body exactly as it was sent (a non-streamed reply): the raw body reuses it."""
     retemplate_drift: bool | None = None
     drift: asyncio.Future[bool] | None = None
     """The drift check when it was still running at reply time; the writer waits for it."""
@@ -107,11 +110,19 @@ class WriteOutcome:
     stale: list[CallRecord] = field(default_factory=list)
 
 
-def raw_bytes(request: bytes, response: Any) -> bytes:
-    """The request exactly as received (it parsed as JSON, so the whole is JSON) and the rendered reply."""
-    payload = b'{"request":' + request + b',"response":'
-    payload += json.dumps(response, ensure_ascii=False, default=str).encode() + b"}"
-    return zstandard.ZstdCompressor(level=3).compress(payload)
+def raw_bytes(request: bytes, response: bytes) -> bytes:
+    """The request exactly as received and the reply's JSON (both parsed as JSON, so the whole is JSON)."""
+    return zstandard.ZstdCompressor(level=3).compress(
+        b'{"request":' + request + b',"response":' + response + b"}"
+    )
+
+
+def response_json(record: CallRecord) -> bytes:
+    """The reply as the raw body stores it: the bytes sent where the reply was one JSON body, else the whole reply
+    rendered in the caller's (non-streamed) shape."""
+    if record.response_body is not None:
+        return record.response_body
+    return json.dumps(record.response(), ensure_ascii=False, default=str).encode()
 
 
 def _objects(record: CallRecord) -> dict[str, bytes]:
@@ -120,7 +131,7 @@ def _objects(record: CallRecord) -> dict[str, bytes]:
     ).to_bytes()
     return {
         record.tokens_key: segment,
-        record.raw_key: raw_bytes(record.raw_request, record.response()),
+        record.raw_key: raw_bytes(record.raw_request, response_json(record)),
     }
 
 

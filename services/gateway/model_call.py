@@ -158,6 +158,8 @@ class ModelCall:
         self._labelled_version: int | None = None
         self._lora_adapter: str | None = None
         self.context_limit = state.settings.max_model_len
+        self.record: CallRecord | None = None
+        """The call's record once committed (queued for the writer)."""
 
     def mark_first_byte(self) -> None:
         if self.timings.first_byte is None:
@@ -325,40 +327,39 @@ class ModelCall:
         if pending_drift is not None:
             late = asyncio.ensure_future(self._late_drift(pending_drift, tip.chain_id, tip.position))
         adapter, conversation = self.adapter, self.conversation
-        state.recorder.submit(
-            CallRecord(
-                rollout_key=key,
-                rollout_id=self.rollout.rollout_id,
-                run_id=self.rollout.run_id,
-                call_id=call_id,
-                chain_id=chain_id,
-                new_chain=plan.extends is None,
-                parent_chain_id=plan.parent_chain_id,
-                parent_call_id=plan.parent_call_id,
-                position=plan.position,
-                fork_reason=plan.fork_reason,
-                provider_api=adapter.API,
-                model_alias=conversation.model,
-                stream=conversation.stream,
-                prompt_tokens=len(plan.prompt),
-                suffix_ids=plan.suffix_ids,
-                sampled_ids=sampled_ids,
-                sampled_logprobs=logprobs,
-                finish_reason=completion.finish_reason,
-                tool_call_count=len(completion.tool_calls),
-                parse_error=completion.parse_error,
-                policy_version=policy_version,
-                queue_ms=timings.ms(timings.arrived, timings.upstream_sent),
-                inference_ms=timings.ms(timings.upstream_sent, timings.last_token),
-                total_ms=timings.ms(timings.arrived, timings.committed),
-                ttfb_ms=timings.ms(timings.arrived, timings.first_byte) if timings.first_byte else None,
-                raw_request=self.raw_request,
-                response=lambda: adapter.render(completion, conversation),
-                retemplate_drift=drifted,
-                drift=late,
-                notes=self._notes(version_source),
-            )
+        self.record = CallRecord(
+            rollout_key=key,
+            rollout_id=self.rollout.rollout_id,
+            run_id=self.rollout.run_id,
+            call_id=call_id,
+            chain_id=chain_id,
+            new_chain=plan.extends is None,
+            parent_chain_id=plan.parent_chain_id,
+            parent_call_id=plan.parent_call_id,
+            position=plan.position,
+            fork_reason=plan.fork_reason,
+            provider_api=adapter.API,
+            model_alias=conversation.model,
+            stream=conversation.stream,
+            prompt_tokens=len(plan.prompt),
+            suffix_ids=plan.suffix_ids,
+            sampled_ids=sampled_ids,
+            sampled_logprobs=logprobs,
+            finish_reason=completion.finish_reason,
+            tool_call_count=len(completion.tool_calls),
+            parse_error=completion.parse_error,
+            policy_version=policy_version,
+            queue_ms=timings.ms(timings.arrived, timings.upstream_sent),
+            inference_ms=timings.ms(timings.upstream_sent, timings.last_token),
+            total_ms=timings.ms(timings.arrived, timings.committed),
+            ttfb_ms=timings.ms(timings.arrived, timings.first_byte) if timings.first_byte else None,
+            raw_request=self.raw_request,
+            response=lambda: adapter.render(completion, conversation),
+            retemplate_drift=drifted,
+            drift=late,
+            notes=self._notes(version_source),
         )
+        state.recorder.submit(self.record)
         if plan.fork_reason:
             metrics.FORKS.labels(self.rollout.harness, plan.fork_reason).inc()
         if timings.first_byte is not None:

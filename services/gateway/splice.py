@@ -209,8 +209,9 @@ class SplicePlan:
     """Where a call goes and what the model is given; nothing is committed or recorded yet."""
 
     prompt: PromptIds
-    suffix_ids: list[int]
-    """Prompt ids new to the chain (stored once): the full prompt for a new chain, else closing + suffix."""
+    suffix_ids: Sequence[int]
+    """Prompt ids new to the chain (stored once): the full prompt for a new chain, else closing + suffix (an int32
+    array where the plan has one: the token segment is written from its buffer, not from a list of ints)."""
     extends: ChainTip | None
     fork_reason: str | None
     parent_chain_id: int | None
@@ -316,19 +317,17 @@ class Splicer:
         newest = choice.newest
         if newest is None:
             rendered = self._render(conversation)
-            return SplicePlan(
-                PromptIds(rendered.ids), rendered.ids.tolist(), None, None, None, 0, rendered=rendered
-            )
+            return SplicePlan(PromptIds(rendered.ids), rendered.ids, None, None, None, 0, rendered=rendered)
         if choice.reuse_prompt:
             assert tip_ids is not None
             prompt = PromptIds.of(tip_ids.ids[: newest.prompt_len])
             return SplicePlan(
-                prompt, prompt.ids.tolist(), None, choice.fork_reason, newest.chain_id, 0, newest.call_id
+                prompt, prompt.ids, None, choice.fork_reason, newest.chain_id, 0, newest.call_id
             )
         rendered = self._render(conversation)
         return SplicePlan(
             PromptIds(rendered.ids),
-            rendered.ids.tolist(),
+            rendered.ids,
             None,
             choice.fork_reason,
             newest.chain_id,
@@ -352,7 +351,7 @@ class Splicer:
                 return None
             return SplicePlan(
                 PromptIds(full),
-                full[tip.ids_len :].tolist(),
+                full[tip.ids_len :],
                 tip,
                 None,
                 None,
@@ -400,9 +399,7 @@ class Splicer:
     def as_retry_fork(self, plan: SplicePlan) -> SplicePlan:
         """Rule 4: the tip moved on under us; keep the ids the model saw as a new chain's first segment."""
         parent = plan.extends.chain_id if plan.extends else plan.parent_chain_id
-        return SplicePlan(
-            plan.prompt, plan.prompt.ids.tolist(), None, "retry", parent, 0, plan.parent_call_id
-        )
+        return SplicePlan(plan.prompt, plan.prompt.ids, None, "retry", parent, 0, plan.parent_call_id)
 
     # --- drift (splice mode): the from-scratch render, compared --------------------------------------------
     def retemplate(

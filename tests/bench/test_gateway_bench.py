@@ -11,13 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from services.gateway.bench import THROUGHPUT_ROUNDS
+
 pytestmark = [pytest.mark.bench, pytest.mark.slow]
 
 
 def test_bench_gateway_json(settings_env: dict[str, str], tiny_model_dir: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "services.cli.main", "bench", "gateway", "--workers", "2", "--sizes", "2000",
-         "--episodes", "8", "--concurrency", "4", "--throughput-episodes", "16", "--json"],
+         "--episodes", "8", "--concurrency", "4", "--throughput-episodes", "32", "--json"],
         capture_output=True, text=True, timeout=600,
         env={**settings_env, "OMP_NUM_THREADS": "1", "HARNESSRL_MODEL_DIR": str(tiny_model_dir)},
     )  # fmt: skip
@@ -38,11 +40,15 @@ def test_bench_gateway_json(settings_env: dict[str, str], tiny_model_dir: Path) 
         plan = {kind: latency[kind]["stages_p50_ms"]["plan"] for kind in ("new_chain", "new_chain_group")}
         assert plan["new_chain_group"] < plan["new_chain"] / 2, plan
         (throughput,) = run["throughput"]
-        assert throughput["concurrency"] == 4 and throughput["requests"] == 32 and throughput["group"] == 8
+        # 32 episodes in THROUGHPUT_ROUNDS rounds of at least one episode per connection (4), two calls each
+        requests = THROUGHPUT_ROUNDS * max(32 // THROUGHPUT_ROUNDS, 4) * 2
+        assert (
+            throughput["concurrency"] == 4 and throughput["requests"] == requests and throughput["group"] == 8
+        )
         assert throughput["warmed"]  # an unmeasured round at this concurrency came first
         # gateway and direct rounds alternate; the figures are their sums
         rounds = throughput["rounds"]
-        assert len(rounds) == 4 and sum(r["requests"] for r in rounds) == 32
+        assert len(rounds) == THROUGHPUT_ROUNDS and sum(r["requests"] for r in rounds) == requests
         assert all(
             r["direct_requests"] == r["requests"] and r["gateway_recorded_s"] >= r["gateway_s"]
             for r in rounds

@@ -282,6 +282,37 @@ def test_unparsable_tool_call_is_text_and_recorded(gateway_server, scripted_poli
     assert call.parse_error and "JSON" in call.parse_error and call.tool_call_count == 0
 
 
+def test_the_raw_body_keeps_the_request_and_the_reply_as_sent(  # type: ignore[no-untyped-def]
+    gateway_server, scripted_policy, make_rollout, db, store
+):
+    """A JSON reply's raw body holds the very bytes the client got; a streamed one the whole reply, rendered."""
+    import zstandard
+
+    ref = make_rollout()
+    sent = json.dumps(chat_body()).encode()
+    plain = httpx.post(
+        gateway_server.url + "/v1/chat/completions",
+        content=sent,
+        headers={"x-api-key": ref.rollout_key, "content-type": "application/json"},
+        timeout=30,
+    )
+    assert plain.status_code == 200 and plain.headers["content-type"] == "application/json; charset=utf-8"
+    streamed = httpx.post(
+        gateway_server.url + "/v1/chat/completions",
+        json=chat_body(stream=True),
+        headers={"x-api-key": ref.rollout_key},
+        timeout=30,
+    )
+    assert streamed.status_code == 200
+    settle_gateways()
+    first, second = sorted(calls_of(db, ref.rollout_id), key=lambda c: c.id)
+    raw = zstandard.ZstdDecompressor().decompress(store.get_bytes(first.raw_key))
+    assert raw == b'{"request":' + sent + b',"response":' + plain.content + b"}"
+    whole = json.loads(zstandard.ZstdDecompressor().decompress(store.get_bytes(second.raw_key)))
+    assert whole["request"]["stream"] is True
+    assert whole["response"]["object"] == "chat.completion" and whole["response"]["choices"][0]["message"]
+
+
 # --- forks recorded with their reason ----------------------------------------------------------------------
 
 SYS, TASK = {"role": "system", "content": "sys"}, {"role": "user", "content": "go"}

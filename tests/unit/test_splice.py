@@ -107,11 +107,13 @@ def test_every_prompt_is_previous_prompt_plus_sampled_plus_suffix(chat_format: C
         reply = bash_reply(f"echo {turn} > f{turn}.txt")
         plan, sampled = driver.call(conv(messages), reply)
         if previous is None:
-            assert plan.extends is None and plan.fork_reason is None and plan.prompt_ids == plan.suffix_ids
+            assert (
+                plan.extends is None and plan.fork_reason is None and plan.prompt_ids == list(plan.suffix_ids)
+            )
         else:
             prev_prompt, prev_sampled = previous
             assert plan.extends is not None and plan.position == turn
-            assert plan.prompt_ids == prev_prompt + prev_sampled + plan.suffix_ids
+            assert plan.prompt_ids == prev_prompt + prev_sampled + list(plan.suffix_ids)
         previous = (plan.prompt_ids, sampled)
         # the harness echoes our reply with re-serialized JSON arguments and content null -> ""
         echo = Message(
@@ -153,7 +155,7 @@ def test_cut_reply_gets_closing_tokens(chat_format: ChatFormat) -> None:
     plan, _ = driver.call(conv([SYSTEM, TASK, echo, Message("user", "continue")]), Message("assistant", "ok"))
     assert plan.extends is not None
     assert plan.suffix_ids[0] == chat_format.end_of_turn_id  # closing token, loss mask 0
-    assert plan.prompt_ids == first.prompt_ids + sampled + plan.suffix_ids
+    assert plan.prompt_ids == first.prompt_ids + sampled + list(plan.suffix_ids)
 
 
 def test_no_drift_when_rendering_matches(chat_format: ChatFormat) -> None:
@@ -262,7 +264,7 @@ def test_racing_calls_on_one_tip_become_a_retry_fork(chat_format: ChatFormat) ->
     with pytest.raises(TipMoved):
         driver.commit(plan_b, digest_b, Message("assistant", "b"), [3, 4])
     fork = driver.splicer.as_retry_fork(plan_b)
-    assert fork.fork_reason == "retry" and fork.suffix_ids == plan_b.prompt_ids and fork.position == 0
+    assert fork.fork_reason == "retry" and list(fork.suffix_ids) == plan_b.prompt_ids and fork.position == 0
     assert fork.parent_chain_id == 1
 
 
@@ -338,7 +340,7 @@ def test_retemplate_mode_extends_where_tokens_agree(chat_format: ChatFormat) -> 
     plan, _ = driver.plan(conversation)
     assert plan.extends is not None and plan.position == 1
     assert plan.prompt_ids == chat_format.render_prompt(conversation)
-    assert plan.prompt_ids == first.prompt_ids + sampled + plan.suffix_ids
+    assert plan.prompt_ids == first.prompt_ids + sampled + list(plan.suffix_ids)
 
 
 def test_prompt_ids_are_packed_with_their_json(chat_format: ChatFormat) -> None:

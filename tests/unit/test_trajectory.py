@@ -121,6 +121,8 @@ def test_a_segment_is_an_npz_whose_members_are_what_np_savez_writes() -> None:
         "sampled_logprobs": np.array([-0.5, -0.25, 0.0], np.float32),
         "policy_version": np.asarray(4, np.int64),
         "empty": np.zeros(0, np.int32),
+        "strided": np.arange(40, dtype=np.int64)[::3],
+        "same_shape_again": np.array([1, 2, 3], np.int32),  # a header from the cache
     }
     ours, theirs = io.BytesIO(npz_bytes(arrays)), io.BytesIO()
     np.savez(theirs, **arrays)
