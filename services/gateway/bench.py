@@ -67,8 +67,9 @@ KINDS = ("new_chain", "new_chain_group", "spliced")
 GROUP = 8
 """Episodes of the throughput run that share their first prompt (a GRPO group's rollouts)."""
 THROUGHPUT_EPISODES = 2048
-"""Measured episodes (two calls each) per concurrency level: 10-20 s of load on a 2-core VM. With 512 the rounds'
-ratios spread over 25-73 % on a VM whose speed moves by a quarter from one second to the next (runs of 2026-12-05)."""
+"""Measured episodes (two calls each) per concurrency level: 10-20 s of load on a 2-core VM. On a VM whose speed moves
+by half within minutes, single rounds ranged over 32-73 % of direct within one run (2026-12-05); more and longer
+alternations keep the sums steadier than the 512 episodes in 4 rounds used before."""
 THROUGHPUT_ROUNDS = 8
 """Gateway and direct rounds alternate this many times per concurrency level (the figures are their sums)."""
 STAGES = ("bind", "parse", "plan", "send", "commit")
