@@ -126,9 +126,9 @@ def _npy_header(descr: str, shape: tuple[int, ...]) -> bytes:
 
 
 def _npy_member(value: np.ndarray) -> bytes:
-    array = value if value.flags.c_contiguous else value.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
-    if array.dtype.hasobject:
+    if value.dtype.hasobject:
         raise ValueError("object arrays are not stored")
+    array = value if value.flags.c_contiguous else value.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
     return _npy_header(np.lib.format.dtype_to_descr(array.dtype), array.shape) + array.tobytes()
 
 

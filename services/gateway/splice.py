@@ -376,13 +376,9 @@ class Splicer:
     ) -> ChainTip:
         """The tip ``chain_id`` has once this call's reply is known."""
         eot = self.chat_format.end_of_turn_id
-        if plan.extends is not None:
-            before = plan.extends.end_of_turns
-            new_ids = plan.suffix_ids
-        else:
-            before = 0
-            new_ids = plan.prompt.ids  # type: ignore[assignment]
-        counted = before + _count(new_ids, eot) + _count(sampled_ids, eot)
+        before = plan.extends.end_of_turns if plan.extends is not None else 0
+        # suffix_ids are the ids new to the chain: a new chain's whole prompt, or what this call appended
+        counted = before + _count(plan.suffix_ids, eot) + _count(sampled_ids, eot)
         return ChainTip(
             chain_id=chain_id,
             position=plan.position,
