@@ -34,9 +34,8 @@ from types import ModuleType
 from typing import Any
 
 from aiohttp import web
-from redis.exceptions import RedisError
 
-from services.gateway.binding import BindingError, BoundRollout, rollout_key_of
+from services.gateway.binding import BoundRollout, binding_errors, rollout_key_of
 from services.gateway.conversation import Conversation, Finish, ProviderError, StreamEvent
 from services.gateway.model_call import ModelCall, context_length_error
 from services.gateway.request_checks import RAW_BODY, check_conversation, prompt_token_floor, read_json
@@ -90,12 +89,8 @@ def error_response(adapter: ModuleType, error: ProviderError) -> web.Response:
 
 
 async def bind_rollout(request: web.Request, serving: str | None = None) -> tuple[BoundRollout, RolloutState]:
-    try:
+    with binding_errors():
         return await request.app[STATE].directory.resolve(rollout_key_of(request), serving)
-    except BindingError as exc:
-        raise ProviderError(401, str(exc), "authentication_error") from None
-    except (RedisError, OSError) as exc:
-        raise ProviderError(503, f"the gateway cannot reach its state store: {exc}", "api_error") from exc
 
 
 async def _served(state: GatewayState, key: str | None, serving: str) -> None:
@@ -169,7 +164,9 @@ async def model_call(
     request[metrics.PROVIDER_KEY] = api
     serving = capture_state.SERVING_PREFIX + unique_hex(16)
     try:
-        rollout, rollout_state = await bind_rollout(request, serving)
+        with binding_errors():
+            key = rollout_key_of(request)
+            rollout, rollout_state, recheck = await state.directory.resolve_deferred(key, serving)
     except ProviderError as error:
         state.track(_served(state, rollout_key_of(request), serving))
         return error_response(adapter, error)
@@ -196,7 +193,7 @@ async def model_call(
             await note_incident(state, rollout, refusal)
             return error_response(adapter, refusal)
         call = ModelCall(
-            state, rollout, rollout_state, conversation, adapter, request[RAW_BODY], arrived, serving
+            state, rollout, rollout_state, conversation, adapter, request[RAW_BODY], arrived, serving, recheck
         )
         call.timings.bound, call.timings.parsed = bound, parsed
         try:

@@ -364,15 +364,20 @@ async def measure_streaming(
     )
     through: dict[str, list[list[float]]] = {k: [] for k in KINDS}
     straight: dict[str, list[list[float]]] = {k: [] for k in KINDS}
+    stages: dict[str, dict[str, list[float]]] = {k: {} for k in KINDS}
     try:
         for episode, (rollout_id, key) in enumerate(rollouts.make(episodes)):
             group, first_kind = group_of("streaming", episode)
             marks = await client.streamed(key, group_prompt(text, group))
             await asyncio.to_thread(rollouts.recorded, key)
             calls = await asyncio.to_thread(recorded_calls, rollouts, store_dir, rollout_id)
-            for kind, call_marks, (prompt, _) in zip((first_kind, "spliced"), marks, calls, strict=True):
+            for kind, call_marks, (prompt, stage_ms) in zip(
+                (first_kind, "spliced"), marks, calls, strict=True
+            ):
                 through[kind].append(call_marks)
                 straight[kind].append(await client.direct(prompt, stream=True))
+                for stage, ms in stage_ms.items():
+                    stages[kind].setdefault(stage, []).append(ms)
     finally:
         await client.session.post(
             f"{client.upstream_url}/script", json={"token_delay_s": 0.0, "scripts": prior_scripts}
@@ -388,7 +393,14 @@ async def measure_streaming(
             "total_p50_ms": percentile([m[-1] * 1000 for m in runs], 50),
         }
 
-    return {kind: {"gateway": summary(through[kind]), "direct": summary(straight[kind])} for kind in KINDS}
+    return {
+        kind: {
+            "gateway": summary(through[kind]),
+            "direct": summary(straight[kind]),
+            "stages_p50_ms": {s: percentile(v, 50) for s, v in stages[kind].items()},
+        }
+        for kind in KINDS
+    }
 
 
 async def run_concurrently(concurrency: int, jobs: list[Any], work: Callable[[Any], Awaitable[int]]) -> int:
@@ -664,7 +676,7 @@ def bench_gateway(
                     "HARNESSRL_GATEWAY_PORT": str(gateway_port),
                     "HARNESSRL_GATEWAY_SOCKET": str(tmp_path / f"gateway-{gateway_port}.sock"),
                     "HARNESSRL_INFERENCE_URLS": json.dumps([upstream_url]),
-                    "HARNESSRL_MAX_MODEL_LEN": str(max(size_list) + 10_000),
+                    "HARNESSRL_MAX_MODEL_LEN": str(max(size_list, default=2000) + 10_000),
                     "HARNESSRL_REDIS_URL": settings.redis_url,
                 }
                 serve = [

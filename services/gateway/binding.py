@@ -8,7 +8,8 @@ handler answers with 401 in the caller's provider shape.
 ``RolloutDirectory`` reads the key's state in Redis (``shared/capture_state.py``) — one round trip that also brings
 the rollout's chain tips for the splice. The binding there was written by the runner when it started the attempt,
 or by a gateway after a database lookup; it is trusted for ``BINDING_FRESH_S`` (30 s) after someone last saw the
-row running, then re-read from Postgres. The runner's flush barrier marks the key ``closed`` when the attempt
+row running, then re-read from Postgres — for a model call, while the model works on its prompt rather than before
+the call plans (``resolve_deferred``; the reply waits for the re-read, so a rollout found over is still refused). The runner's flush barrier marks the key ``closed`` when the attempt
 ends and a retried attempt gets a new key, so a straggler is refused at once. Unknown keys are looked up in
 Postgres every time, so a rollout created a moment before its harness starts binds at once.
 """
@@ -16,12 +17,19 @@ Postgres every time, so a rollout created a moment before its harness starts bin
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
 from aiohttp import web
+from redis.exceptions import RedisError
 from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from services.gateway.conversation import ProviderError
 from services.gateway.tips import RolloutState, TipStore
 from shared.capture_state import BINDING_FRESH_S, Binding
 from shared.models import Rollout, Run
@@ -33,6 +41,24 @@ PATH_KEY = "rollout_key"
 
 class BindingError(Exception):
     """No live rollout for this request; the message says what to fix."""
+
+
+Recheck = Callable[[], Coroutine[Any, Any, Binding]]
+"""The re-read of a stale binding's row (``RolloutDirectory.resolve_deferred``); raises ``BindingError`` when the
+rollout is over."""
+
+
+@contextmanager
+def binding_errors() -> Iterator[None]:
+    """A binding that failed, in the caller's terms: 401 (no live rollout) or 503 (no state store or database)."""
+    try:
+        yield
+    except BindingError as exc:
+        raise ProviderError(401, str(exc), "authentication_error") from None
+    except (RedisError, OSError) as exc:
+        raise ProviderError(503, f"the gateway cannot reach its state store: {exc}", "api_error") from exc
+    except SQLAlchemyError as exc:
+        raise ProviderError(503, f"the gateway cannot read the rollout: {exc}", "api_error") from exc
 
 
 @dataclass(frozen=True)
@@ -74,6 +100,19 @@ class RolloutDirectory:
     async def resolve(self, key: str | None, serving: str | None = None) -> tuple[BoundRollout, RolloutState]:
         """The rollout a key serves, with its state; ``serving`` marks a model call as being served
         (``shared/capture_state.py``)."""
+        bound, state, recheck = await self.resolve_deferred(key, serving)
+        if recheck is not None:
+            await recheck()
+        return bound, state
+
+    async def resolve_deferred(
+        self, key: str | None, serving: str | None = None
+    ) -> tuple[BoundRollout, RolloutState, Recheck | None]:
+        """``resolve``, except that a binding past its freshness comes with the re-read of its row still to do: a
+        model call runs it while the model works on its prompt and answers only once it passed (``ModelCall``), so
+        a live rollout's call does not wait for the database before it plans and asks the model. The stale
+        binding's fields are the row's as of its last read; only its status can have changed since (a rollout's
+        run, harness, sampling and seed are fixed). An unknown key is looked up before anything else."""
         if not key:
             raise BindingError(
                 "no rollout key: send it as the API key (Authorization: Bearer, x-api-key, x-goog-api-key, "
@@ -83,15 +122,23 @@ class RolloutDirectory:
         if state.closed:
             raise BindingError("this rollout is over; it takes no more model calls")
         binding = state.binding
-        if binding is None or time.time() - binding.checked_at > self.fresh_s:
-            binding = await self._lookup(key)
-            await self.tips.bind(key, binding)
+        recheck = None
+        if binding is None:
+            binding = await self._refresh(key)
+        elif time.time() - binding.checked_at > self.fresh_s:
+            recheck = partial(self._refresh, key)
         # Only the run config's sampling section is kept (validated by its own model), not the whole RunConfig.
         sampling = SamplingConfig.model_validate(binding.sampling)
         bound = BoundRollout(
             binding.rollout_id, binding.run_id, binding.harness, key, sampling, binding.lora, binding.seed
         )
-        return bound, state
+        return bound, state, recheck
+
+    async def _refresh(self, key: str) -> Binding:
+        """Read the rollout's row and write what it says to the key's state for the next calls."""
+        binding = await self._lookup(key)
+        await self.tips.bind(key, binding)
+        return binding
 
     async def _lookup(self, key: str) -> Binding:
         checked_at = time.time()

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from services.gateway.binding import BoundRollout
+from services.gateway.binding import BoundRollout, Recheck, binding_errors
 from services.gateway.capture import CallRecord
 from services.gateway.conversation import (
     Completion,
@@ -138,10 +138,14 @@ class ModelCall:
         raw_request: bytes,
         arrived: float,
         serving: str | None = None,
+        recheck: Recheck | None = None,
     ) -> None:
         self.state = state
         self.serving = serving
         """This call's mark in the rollout's pending set while it is served (replaced by its id on commit)."""
+        self.recheck = recheck
+        """A stale binding's re-read (``RolloutDirectory.resolve_deferred``): run while the model works on the
+        prompt; the call answers only once it passed."""
         self.rollout = rollout
         self.rollout_state = rollout_state
         self.conversation = conversation
@@ -187,7 +191,8 @@ class ModelCall:
             raise ProviderError(400, f"cannot format this conversation for the model: {exc}") from exc
 
     async def start(self) -> None:
-        """Plan, check, send, and wait for the first sampled chunk; raises ``ProviderError``, records nothing."""
+        """Plan, check, send, and wait for the first sampled chunk and for a stale binding's re-read; raises
+        ``ProviderError``, records nothing."""
         state, conversation = self.state, self.conversation
         self.plan = plan = await self._plan()
         self.timings.planned = time.monotonic()
@@ -228,6 +233,8 @@ class ModelCall:
             self._upstream = client.stream(plan.prompt, **sampling)
         else:
             self._upstream = _whole(client.complete(plan.prompt, **sampling))
+        # Made before the first ``anext`` sends the request, the re-read's task starts once the request is out.
+        checking = asyncio.create_task(self.recheck()) if self.recheck is not None else None
         try:
             self._first = await anext(self._upstream)
             self.timings.first_token = time.monotonic()
@@ -237,6 +244,12 @@ class ModelCall:
         except InferenceError as exc:
             self._cancel_drift()
             raise upstream_provider_error(exc, self.adapter, requested, limit) from exc
+        finally:
+            refused = await _outcome(checking)
+        if refused is not None:
+            self._cancel_drift()
+            with binding_errors():
+                raise refused
 
     def _cancel_drift(self) -> None:
         if self._drift is not None:
@@ -412,6 +425,14 @@ class ModelCall:
         self._cancel_drift()
         if self._upstream is not None:
             await self._upstream.aclose()  # type: ignore[attr-defined]
+
+
+async def _outcome(task: asyncio.Task[Any] | None) -> BaseException | None:
+    """The exception ``task`` ended with, once it has ended (None: it passed, or there was none)."""
+    if task is None:
+        return None
+    await asyncio.wait([task])
+    return None if task.cancelled() else task.exception()
 
 
 async def _whole(sampled: Awaitable[Sampled]) -> AsyncIterator[SampledChunk]:

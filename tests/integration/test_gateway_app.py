@@ -480,6 +480,49 @@ def test_a_rekeyed_retry_starts_clean_and_the_old_key_stops_binding(
     assert [c.fork_reason for c in chains] == [None] and chains[0].n_calls == 1
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_stale_binding_is_reread_beside_the_call_and_a_rollout_found_over_is_refused(
+    gateway_server, scripted_policy, make_rollout, db, redis_client, stream
+):  # type: ignore[no-untyped-def]
+    """A binding older than ``BINDING_FRESH_S`` is re-read from Postgres while the call plans and asks the model
+    (``binding.py``: ``resolve_deferred``): a live rollout's call is answered and the binding's check time moves
+    on; a rollout whose row is over by then is refused with a 401 before any byte of a reply, nothing is recorded
+    and no call of it is left marked as being served."""
+    from sqlalchemy import update
+
+    from shared import capture_state
+    from shared.models import Rollout
+
+    live, over = make_rollout(), make_rollout()
+    stale = time.time() - capture_state.BINDING_FRESH_S - 60
+    for ref in (live, over):
+        binding = capture_state.Binding(ref.rollout_id, ref.run_id, "codex", {}, stale)
+        capture_state.open_rollout(redis_client, ref.rollout_key, binding)
+    with session_scope(db) as session:
+        session.execute(update(Rollout).where(Rollout.id == over.rollout_id).values(status="cancelled"))
+    url = gateway_server.url + "/v1/chat/completions"
+
+    answered = httpx.post(
+        url, json=chat_body(stream=stream), headers={"x-api-key": live.rollout_key}, timeout=30
+    )
+    assert answered.status_code == 200, answered.text
+    assert count_calls(db, live.rollout_id) == 1
+    raw = redis_client.hget(capture_state.state_key(live.rollout_key), capture_state.FIELD_BIND)
+    assert capture_state.Binding.from_json(raw).checked_at > time.time() - capture_state.BINDING_FRESH_S
+
+    refused = httpx.post(
+        url, json=chat_body(stream=stream), headers={"x-api-key": over.rollout_key}, timeout=30
+    )
+    assert refused.status_code == 401
+    assert error_kind("openai_chat", refused.json()) == "authentication_error"
+    assert "cancelled" in refused.json()["error"]["message"]
+    assert count_calls(db, over.rollout_id) == 0
+    deadline = time.monotonic() + 10
+    while redis_client.hlen(capture_state.pending_key(over.rollout_key)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert redis_client.hgetall(capture_state.pending_key(over.rollout_key)) == {}
+
+
 def test_gemini_stream_without_alt_sse_is_a_json_array(gateway_server, scripted_policy, make_rollout, db):  # type: ignore[no-untyped-def]
     ref = make_rollout()
     _, body = BODIES["gemini"]
