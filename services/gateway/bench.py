@@ -323,7 +323,8 @@ async def measure_latency(
     direct: dict[str, list[float]] = {k: [] for k in KINDS}
     stages: dict[str, dict[str, list[float]]] = {k: {} for k in KINDS}
     prompt_tokens = 0
-    for episode, (rollout_id, key) in enumerate(rollouts.make(episodes)):
+    for episode in range(episodes):
+        ((rollout_id, key),) = rollouts.make(1)  # opened just before its first call, as the runner does
         group, first_kind = group_of(f"latency-{len(text)}", episode)
         through = await client.episode(key, group_prompt(text, group))
         await asyncio.to_thread(rollouts.recorded, key)
@@ -366,7 +367,10 @@ async def measure_streaming(
     straight: dict[str, list[list[float]]] = {k: [] for k in KINDS}
     stages: dict[str, dict[str, list[float]]] = {k: {} for k in KINDS}
     try:
-        for episode, (rollout_id, key) in enumerate(rollouts.make(episodes)):
+        for episode in range(episodes):
+            # opened just before its first call, as the runner does: the binding is fresh (the streamed episodes
+            # take seconds each, and a rollout opened long before would have its row re-read on its first call)
+            ((rollout_id, key),) = rollouts.make(1)
             group, first_kind = group_of("streaming", episode)
             marks = await client.streamed(key, group_prompt(text, group))
             await asyncio.to_thread(rollouts.recorded, key)
