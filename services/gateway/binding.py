@@ -9,9 +9,10 @@ handler answers with 401 in the caller's provider shape.
 the rollout's chain tips for the splice. The binding there was written by the runner when it started the attempt,
 or by a gateway after a database lookup; it is trusted for ``BINDING_FRESH_S`` (30 s) after someone last saw the
 row running, then re-read from Postgres — for a model call, while the model works on its prompt rather than before
-the call plans (``resolve_deferred``; the reply waits for the re-read, so a rollout found over is still refused). The runner's flush barrier marks the key ``closed`` when the attempt
-ends and a retried attempt gets a new key, so a straggler is refused at once. Unknown keys are looked up in
-Postgres every time, so a rollout created a moment before its harness starts binds at once.
+the call plans (``resolve_deferred``; the reply waits for the re-read, so a rollout found over is still refused).
+The runner's flush barrier marks the key ``closed`` when the attempt ends and a retried attempt gets a new key, so
+a straggler is refused at once. Unknown keys are looked up in Postgres every time, so a rollout created a moment
+before its harness starts binds at once.
 """
 
 from __future__ import annotations
