@@ -523,6 +523,47 @@ def test_a_stale_binding_is_reread_beside_the_call_and_a_rollout_found_over_is_r
     assert redis_client.hgetall(capture_state.pending_key(over.rollout_key)) == {}
 
 
+def test_a_stale_bindings_reread_waits_beside_the_upstream_request_not_before_it(
+    gateway_server, scripted_policy, make_rollout, db, redis_client
+):  # type: ignore[no-untyped-def]
+    """While the rollouts table is locked, a call whose binding is stale still plans and sends its prompt upstream;
+    its answer waits for the row's re-read and comes once the lock is gone."""
+    import threading
+
+    from sqlalchemy import text
+
+    from shared import capture_state
+
+    ref = make_rollout()
+    stale = time.time() - capture_state.BINDING_FRESH_S - 60
+    capture_state.open_rollout(
+        redis_client, ref.rollout_key, capture_state.Binding(ref.rollout_id, ref.run_id, "codex", {}, stale)
+    )
+    answers: list[httpx.Response] = []
+    call = threading.Thread(
+        target=lambda: answers.append(
+            httpx.post(
+                gateway_server.url + "/v1/chat/completions",
+                json=chat_body(),
+                headers={"x-api-key": ref.rollout_key},
+                timeout=60,
+            )
+        )
+    )
+    with session_scope(db) as session:
+        session.execute(text("LOCK TABLE rollouts IN ACCESS EXCLUSIVE MODE"))
+        call.start()
+        deadline = time.monotonic() + 20
+        while not scripted_policy.requests and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(scripted_policy.requests) == 1  # the prompt went upstream while the row could not be read
+        call.join(0.5)
+        assert call.is_alive() and not answers  # and the answer waits for the re-read
+    call.join(30)
+    assert answers and answers[0].status_code == 200, answers and answers[0].text
+    assert count_calls(db, ref.rollout_id) == 1
+
+
 def test_gemini_stream_without_alt_sse_is_a_json_array(gateway_server, scripted_policy, make_rollout, db):  # type: ignore[no-untyped-def]
     ref = make_rollout()
     _, body = BODIES["gemini"]
