@@ -21,11 +21,14 @@ cache (``TurnCache``). Tokenizing is nearly all of a chain start's cost (jinja i
 tokenizer ~1 µs a token, ~90 % of it the pre-tokenizer's regex, not BPE), and the turns repeat: every rollout of a
 run starts with the harness's system turn and tools, and the G rollouts of a GRPO group send the same first prompt.
 ``load`` checks the cut on a rendering of its own and turns the cache off for a tokenizer where it would change the
-ids. Encoding goes through the Rust tokenizer's ids-only batch call where ``load`` sees it agree with
+ids. Encoding goes through tiktoken's encoder built from the tokenizer's own vocabulary (``fast_bpe``: the same split
+and merges, about four times faster) where the tokenizer is built from parts it runs the same way and ``load`` sees
+it give the tokenizer's ids on a probe; otherwise, and for a text it leaves to the tokenizer (not NFC, a byte the
+vocabulary lacks), through the Rust tokenizer's ids-only batch call where ``load`` sees it agree with
 ``tokenizer.encode`` (no offsets or masks are computed: ~25 % less time).
 
 A long text (a fresh user turn, a big tool output) is encoded in two halves at once, one in a helper thread (the
-Rust tokenizer releases the GIL), cut just before an ASCII letter that follows a lone newline (``_LINE_START``).
+Rust tokenizer and tiktoken release the GIL), cut just before an ASCII letter that follows a lone newline (``_LINE_START``).
 That cut is a boundary of the pre-tokenizer for the split patterns on ``_SPLIT_SAFE`` (GPT-2's, Llama 3's, Qwen 2's:
 no pattern's match holds a newline and a following letter, none looks past a newline that follows a non-space, and
 ByteLevel without a prefix space and NFC act on each piece alone), BPE works a pre-token at a time, and no added
@@ -48,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from services.gateway.conversation import Conversation, Message, ToolSpec
+from services.gateway.fast_bpe import KNOWN_SPLITS, FastBPE
 
 
 class ChatFormatError(Exception):
@@ -96,16 +100,13 @@ def message_to_template(message: Message) -> dict[str, Any]:
 
 
 # Split patterns whose matches never hold a newline and the letter after it (``_cut_in_half`` cuts there).
-_SPLIT_SAFE = frozenset(
-    {
-        # Qwen 2 / Qwen 3
-        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
-        # Llama 3
-        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
-    }
-)
+_SPLIT_SAFE = KNOWN_SPLITS
+
 _HALVES_MIN_CHARS = 4096
 """Below this (~1k tokens, ~1 ms) the hand-off to a second thread costs about what the halves save."""
+_HALVES_MIN_CHARS_FAST = 16384
+"""The same through tiktoken (``fast_bpe``; ~4k tokens, ~0.6 ms): halves save ~15 % of the time above it and cost
+time below it (0.215 against 0.230 ms at 1.5k tokens, 1.24 against 1.01 ms at 7.8k, on one AMD EPYC core)."""
 _LINE_START = re.compile(r"(?<=\S)\n(?=[A-Za-z])")
 r"""A lone newline between a non-space and an ASCII letter. (After a run of whitespace the cut is not exact: GPT-2's
 ``\s+(?!\S)`` splits ``"\n\nx"`` as ``"\n" "\n" "x"`` but a piece ending in ``"\n\n"`` as one ``"\n\n"``.)"""
@@ -247,6 +248,9 @@ class ChatFormat:
     halves: bool = False
     """Whether a long text is encoded in two halves at once (``load`` checks that the cut is exact for this
     tokenizer)."""
+    fast: FastBPE | None = None
+    """tiktoken's encoder over this tokenizer's vocabulary (``fast_bpe``), where ``load`` saw it give the tokenizer's
+    ids; None otherwise."""
 
     @classmethod
     def load(cls, model_dir: Path) -> ChatFormat:
@@ -273,6 +277,7 @@ class ChatFormat:
         fmt = cls(tokenizer, end_of_turn, end_of_turn_id, [end_of_turn_id], model_dir)
         fmt._check_end_of_turn()
         fmt._use_ids_only()
+        fmt._use_fast_bpe()
         fmt._use_halves()
         fmt._check_turn_cut()
         return fmt
@@ -306,15 +311,39 @@ class ChatFormat:
         if agrees:
             self.ids_only = lambda texts: fast(texts, add_special_tokens=False)
 
-    def _use_halves(self) -> None:
-        """Encode long texts in two halves at once where the tokenizer is built from parts for which the cut is
-        exact (``_splits_safely``) and a probe with many cuts agrees."""
+    def _described(self) -> dict[str, Any]:
+        """The Rust tokenizer's own description (its ``tokenizer.json``); empty where it has none."""
         backend = getattr(self.tokenizer, "backend_tokenizer", None)
         try:
             described = json.loads(backend.to_str()) if backend is not None else {}
-        except Exception:  # a backend that cannot describe itself: keep one piece
+        except Exception:  # a backend that cannot describe itself
+            return {}
+        return described if isinstance(described, dict) else {}
+
+    def _use_fast_bpe(self) -> None:
+        """Encode through tiktoken (``fast_bpe``) where the tokenizer is built from parts it runs the same way and a
+        probe of code, unicode, whitespace runs and special tokens gives the tokenizer's ids."""
+        fast = FastBPE.build(self._described())
+        if fast is None:
             return
-        if not _splits_safely(described):
+        probe = self.render_text(
+            [
+                Message("system", "Be terse.\n\n  Use tools."),
+                Message("user", " fix  é 🙂\tdef f(x):\n    return x-1\r\n" + self.end_of_turn + "again"),
+                Message("assistant", '<tool_call>\n{"name": "ls"}\n</tool_call>ok\n'),
+                Message("user", "\n  and now? 123456 ÅΩ ıİ can't WON'T 's\n\n\n  x\t\ty  \n"),
+            ],
+            [],
+            add_generation_prompt=True,
+        )
+        texts = [probe, probe[: len(probe) // 2], probe[len(probe) // 3 :], " leading space", "", "\n" * 5]
+        if all(fast.encode(t) == self.tokenizer.encode(t, add_special_tokens=False) for t in texts):
+            self.fast = fast
+
+    def _use_halves(self) -> None:
+        """Encode long texts in two halves at once where the tokenizer is built from parts for which the cut is
+        exact (``_splits_safely``) and a probe with many cuts agrees."""
+        if not _splits_safely(self._described()):
             return
         lines = [
             "def f(x):",
@@ -383,12 +412,18 @@ class ChatFormat:
         return str(text)
 
     def encode(self, text: str) -> list[int]:
-        if self.halves and len(text) >= _HALVES_MIN_CHARS and (cut := _cut_in_half(text)) > 0:
+        if self.halves and len(text) >= self.halves_min_chars and (cut := _cut_in_half(text)) > 0:
             second = _helper_pool().submit(self._encode_piece, text[cut:])
             return self._encode_piece(text[:cut]) + second.result()
         return self._encode_piece(text)
 
+    @property
+    def halves_min_chars(self) -> int:
+        return _HALVES_MIN_CHARS if self.fast is None else _HALVES_MIN_CHARS_FAST
+
     def _encode_piece(self, text: str) -> list[int]:
+        if self.fast is not None and (fast := self.fast.encode(text)) is not None:
+            return fast
         if self.ids_only is not None:
             ids: list[int] = self.ids_only([text])[0].ids
             return ids

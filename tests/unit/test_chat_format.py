@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from services.gateway.chat_format import _HALVES_MIN_CHARS, ChatFormat, ChatFormatError, _cut_in_half
+from services.gateway.chat_format import ChatFormat, ChatFormatError, _cut_in_half
 from services.gateway.conversation import Conversation, Message, ToolCall, ToolSpec
 
 pytestmark = pytest.mark.unit
@@ -243,40 +243,152 @@ def _long_texts() -> list[str]:
     ]
 
 
+@pytest.mark.parametrize("encoder", ["rust", "tiktoken"])
 @pytest.mark.parametrize("model", ["tiny", "small"])
 def test_long_texts_encoded_in_halves_give_the_tokenizers_ids(
-    model: str, tiny_model_dir: Path, small_model_dir: Path
+    model: str, encoder: str, tiny_model_dir: Path, small_model_dir: Path
 ) -> None:
     fmt = ChatFormat.load(tiny_model_dir if model == "tiny" else small_model_dir)
-    assert fmt.halves  # both tokenizers are built from parts on the allow list
+    assert fmt.halves and fmt.fast is not None  # both tokenizers are built from parts on the allow lists
+    if encoder == "rust":
+        fmt.fast = None
     for text in _long_texts():
         assert fmt.encode(text) == fmt.tokenizer.encode(text, add_special_tokens=False)
     rng = random.Random(0)  # and random texts over the characters that decide where pre-tokens end
-    alphabet = [
-        "a",
-        "Z",
-        "é",
-        "ı",
-        "1",
-        "23",
-        " ",
-        "  ",
-        "\n",
-        "\n\n",
-        "\t",
-        "\r\n",
-        ":",
-        "'s",
-        "🙂",
-        "(",
-        "<|im_end|>",
-    ]
     halved = 0
     for _ in range(40):
-        text = "".join(rng.choices(alphabet, k=rng.randint(2500, 5000)))
-        halved += len(text) >= _HALVES_MIN_CHARS and _cut_in_half(text) > 0
+        text = "".join(
+            rng.choices(
+                _PRE_TOKEN_ENDS, k=rng.randint(fmt.halves_min_chars * 5 // 8, fmt.halves_min_chars * 5 // 4)
+            )
+        )
+        halved += len(text) >= fmt.halves_min_chars and _cut_in_half(text) > 0
         assert fmt.encode(text) == fmt.tokenizer.encode(text, add_special_tokens=False)
-    assert halved >= 30  # the random texts do take the halves path
+    assert halved >= 25  # the random texts do take the halves path
+
+
+_PRE_TOKEN_ENDS = [
+    "a",
+    "Z",
+    "é",
+    "ı",
+    "1",
+    "23",
+    " ",
+    "  ",
+    "\n",
+    "\n\n",
+    "\t",
+    "\r\n",
+    ":",
+    "'s",
+    "🙂",
+    "(",
+    "<|im_end|>",
+]
+"""Pieces of text (1.8 characters on average) around which pre-tokens start and end."""
+
+
+@pytest.mark.parametrize("model", ["tiny", "small"])
+def test_tiktoken_gives_the_tokenizers_ids(model: str, tiny_model_dir: Path, small_model_dir: Path) -> None:
+    """The fast path over the tokenizer's own vocabulary agrees with the tokenizer on code (the stdlib's email,
+    asyncio and encodings packages: ASCII, latin-1 and CJK tables), prose, special and added tokens, whitespace runs
+    and random unicode, and leaves to the tokenizer the texts it must (checked by ``fast.encode`` giving None)."""
+    import email
+    import unicodedata
+
+    fmt = ChatFormat.load(tiny_model_dir if model == "tiny" else small_model_dir)
+    fast = fmt.fast
+    assert fast is not None
+
+    def agrees(text: str) -> bool:
+        return fmt.encode(text) == fmt.tokenizer.encode(text, add_special_tokens=False)
+
+    stdlib = Path(email.__file__).parent.parent
+    files = [
+        p for package in ("email", "asyncio", "encodings") for p in sorted((stdlib / package).glob("*.py"))
+    ]
+    texts = [p.read_text(encoding="utf-8", errors="replace") for p in files]
+    assert len(texts) > 150 and any(not t.isascii() for t in texts)
+    texts += _long_texts() + ["<tool_call>\n{}\n</tool_call>", "<|im_start|>x<|im_end|><|im_end|>", " ", ""]
+    rng = random.Random(1)
+    letters = [
+        chr(c) for c in [*range(0x20, 0x2500), *range(0x1F300, 0x1F700), 0x20000] if not 0xD800 <= c < 0xE000
+    ]
+    for _ in range(300):
+        mixed = rng.choices(letters + _PRE_TOKEN_ENDS * 20, k=rng.randint(1, 300))
+        texts.append(unicodedata.normalize("NFC", "".join(mixed)))
+    taken = 0
+    for text in texts:
+        taken += fast.encode(text) is not None
+        assert agrees(text), text[:200]
+    assert taken >= len(texts) - 10  # nearly all of them through tiktoken
+    # left to the tokenizer: a text that is not NFC (the tiny tokenizer normalizes), a lone surrogate, and a
+    # character with a byte SmolLM2's vocabulary lacks (a control character; a lead byte F1 or F2)
+    left = ["cafe\u0301 \u212b", "x\ud800y"] if model == "tiny" else ["a\x04b", "é \U00044444", "x\ud800y"]
+    for text in left:
+        assert fast.encode(text) is None
+        if "\ud800" not in text:
+            assert agrees(text)
+
+
+def test_tiktoken_is_off_for_tokenizers_it_would_not_run_the_same_way(tiny_model_dir: Path) -> None:
+    import json
+
+    from services.gateway.fast_bpe import FastBPE
+
+    described = json.loads(ChatFormat.load(tiny_model_dir).tokenizer.backend_tokenizer.to_str())
+    assert FastBPE.build(described) is not None
+
+    def changed(edit) -> dict:  # type: ignore[no-untyped-def]
+        copy = json.loads(json.dumps(described))
+        edit(copy)
+        return copy
+
+    def swap_merges(d: dict) -> None:  # two merges out of their tokens' order
+        d["model"]["merges"][5], d["model"]["merges"][6] = d["model"]["merges"][6], d["model"]["merges"][5]
+
+    def unmade_token(d: dict) -> None:  # a longer token that no merge makes
+        d["model"]["vocab"]["zzzqqq"] = max(d["model"]["vocab"].values()) + 1
+
+    def split(d: dict) -> dict:
+        return d["pre_tokenizer"]["pretokenizers"][0]  # type: ignore[no-any-return]
+
+    refused = [
+        changed(lambda d: d.update(normalizer={"type": "NFKC"})),
+        changed(lambda d: d["model"].update(ignore_merges=True)),
+        changed(lambda d: d["model"].update(byte_fallback=True)),
+        changed(lambda d: d["model"].update(continuing_subword_prefix="##")),
+        changed(lambda d: d["model"].update(type="Unigram")),
+        changed(swap_merges),
+        changed(unmade_token),
+        changed(lambda d: split(d).update(behavior="MergedWithPrevious")),
+        changed(lambda d: split(d)["pattern"].update(Regex=r"(?<=a)b|\s+")),  # a look-behind tiktoken lacks
+        changed(lambda d: d["pre_tokenizer"]["pretokenizers"][1].update(add_prefix_space=True)),
+        changed(lambda d: d["added_tokens"][0].update(lstrip=True)),
+        changed(
+            lambda d: d["added_tokens"].append({"id": 5000, "content": "<|im_end|>x"})
+        ),  # one starts another
+    ]
+    assert [FastBPE.build(d) for d in refused] == [None] * len(refused)
+
+
+def test_a_tokenizer_whose_probe_disagrees_with_tiktoken_keeps_its_own_ids(tiny_model_dir: Path) -> None:
+    base = ChatFormat.load(tiny_model_dir)
+
+    class Wrapped:  # a tokenizer that encodes "e" its own way (as transformers' Python-side steps may)
+        backend_tokenizer = base.tokenizer.backend_tokenizer
+        chat_template = base.tokenizer.chat_template
+
+        def encode(self, text: str, add_special_tokens: bool) -> list[int]:
+            return base.tokenizer.encode(text.replace("e", "E"), add_special_tokens=add_special_tokens)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(base.tokenizer, name)
+
+    fmt = ChatFormat(Wrapped(), base.end_of_turn, base.end_of_turn_id, base.closing_ids, base.model_dir)
+    fmt._use_fast_bpe()
+    assert base.fast is not None and fmt.fast is None
 
 
 def test_the_halves_cut_just_before_a_letter_that_starts_a_line() -> None:
