@@ -319,6 +319,36 @@ def test_pi_current_date_line_is_ignored() -> None:
     )
 
 
+def test_a_rule_skips_only_texts_its_pattern_cannot_match() -> None:
+    """Each rule runs its pattern only on a text that holds its literal: over texts built from the pieces of every
+    rule's matches and near-misses, the skip never changes the result."""
+    import random
+
+    pieces = [
+        "x-anthropic-billing-header:", " cc=1;", "Today's date is ", "Monday, November 30, 2026.", "Date: ",
+        "Date:", "2026-11-30", "<current_date>", "</current_date>", "Current date", " and time", ": ", "\n",
+        "\n\n", "<", "ok", " ", "date is", "Current", "\nDate: 2026-11-30\n", "\nCurrent date: 2026-11-30\n",
+    ]  # fmt: skip
+    rng = random.Random(0)
+    texts = ["".join(rng.choices(pieces, k=rng.randint(1, 12))) for _ in range(3000)]
+    for rule in RULES:
+        changed = 0
+        for text in texts:
+            want = rule.pattern.sub(rule.replacement, text)
+            assert rule.apply(text) == want, (rule.name, text)
+            changed += want != text
+        assert changed > 50, rule.name  # the texts do hold matches of every rule
+
+
+def test_a_rule_whose_literal_is_not_in_its_pattern_is_refused() -> None:
+    import re
+
+    from services.gateway.normalize import VolatileLineRule
+
+    with pytest.raises(ValueError, match="not literal text"):
+        VolatileLineRule("typo", "pi", re.compile(r"^Current date: .*"), "x", "Current Date")
+
+
 def test_arguments_compare_as_json_and_ids_do_not_matter() -> None:
     ours = Message("assistant", "", [ToolCall("call_a", "bash", {"command": "ls", "timeout": 5})])
     echo = Message("assistant", "  ", [ToolCall("call_b", "bash", '{"timeout":5,"command":"ls"}')])
