@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from services.gateway.conversation import Conversation, Message, ToolSpec
-from services.gateway.fast_bpe import KNOWN_SPLITS, FastBPE
+from services.gateway.fast_bpe import KNOWN_SPLITS, FastBPE, byte_level, pre_tokenizer_steps
 
 
 class ChatFormatError(Exception):
@@ -124,16 +124,7 @@ def _splits_safely(described: dict[str, Any]) -> bool:
     for added in described.get("added_tokens") or []:
         if "\n" in added.get("content", "") or added.get("lstrip") or added.get("rstrip"):
             return False
-    pre = described.get("pre_tokenizer") or {}
-    steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
-
-    def byte_level(step: dict[str, Any], use_regex: bool) -> bool:
-        return (
-            step.get("type") == "ByteLevel"
-            and not step.get("add_prefix_space")
-            and bool(step.get("use_regex", True)) == use_regex
-        )
-
+    steps = pre_tokenizer_steps(described)
     if len(steps) == 1:  # GPT-2's pattern inside ByteLevel
         return byte_level(steps[0], use_regex=True)
     if len(steps) == 2:
@@ -290,17 +281,7 @@ class ChatFormat:
         fast = getattr(backend, "encode_batch_fast", None)
         if fast is None:
             return
-        probe = self.render_text(
-            [
-                Message("system", "Be terse.\n\n  Use tools."),
-                Message("user", " fix  é 🙂\tdef f(x):\n    return x-1\r\n" + self.end_of_turn + "again"),
-                Message("assistant", "ok\n"),
-                Message("user", "\n  and now? 123456 ÅΩ ıİ"),
-            ],
-            [],
-            add_generation_prompt=True,
-        )
-        texts = [probe, probe[: len(probe) // 2], " leading space", ""]
+        texts = self._probe_texts()
         try:
             agrees = all(
                 list(e.ids) == self.tokenizer.encode(t, add_special_tokens=False)
@@ -310,6 +291,21 @@ class ChatFormat:
             agrees = False
         if agrees:
             self.ids_only = lambda texts: fast(texts, add_special_tokens=False)
+
+    def _probe_texts(self) -> list[str]:
+        """Texts a faster encoder must give the tokenizer's ids for: a rendering with special tokens, added tokens,
+        unicode, contractions and whitespace runs, pieces of it cut mid-way, and edge cases."""
+        probe = self.render_text(
+            [
+                Message("system", "Be terse.\n\n  Use tools."),
+                Message("user", " fix  é 🙂\tdef f(x):\n    return x-1\r\n" + self.end_of_turn + "again"),
+                Message("assistant", '<tool_call>\n{"name": "ls"}\n</tool_call>ok\n'),
+                Message("user", "\n  and now? 123456 ÅΩ ıİ can't WON'T 's\n\n\n  x\t\ty  \n"),
+            ],
+            [],
+            add_generation_prompt=True,
+        )
+        return [probe, probe[: len(probe) // 2], probe[len(probe) // 3 :], " leading space", "", "\n" * 5]
 
     def _described(self) -> dict[str, Any]:
         """The Rust tokenizer's own description (its ``tokenizer.json``); empty where it has none."""
@@ -326,17 +322,7 @@ class ChatFormat:
         fast = FastBPE.build(self._described())
         if fast is None:
             return
-        probe = self.render_text(
-            [
-                Message("system", "Be terse.\n\n  Use tools."),
-                Message("user", " fix  é 🙂\tdef f(x):\n    return x-1\r\n" + self.end_of_turn + "again"),
-                Message("assistant", '<tool_call>\n{"name": "ls"}\n</tool_call>ok\n'),
-                Message("user", "\n  and now? 123456 ÅΩ ıİ can't WON'T 's\n\n\n  x\t\ty  \n"),
-            ],
-            [],
-            add_generation_prompt=True,
-        )
-        texts = [probe, probe[: len(probe) // 2], probe[len(probe) // 3 :], " leading space", "", "\n" * 5]
+        texts = self._probe_texts()
         if all(fast.encode(t) == self.tokenizer.encode(t, add_special_tokens=False) for t in texts):
             self.fast = fast
 

@@ -54,18 +54,25 @@ def byte_level_alphabet() -> dict[str, int]:
     return {c: b for b, c in chars.items()}
 
 
+def pre_tokenizer_steps(described: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pre-tokenizer's steps in order (one for a tokenizer without a ``Sequence``)."""
+    pre = described.get("pre_tokenizer") or {}
+    steps: list[dict[str, Any]] = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
+    return steps
+
+
+def byte_level(step: dict[str, Any], use_regex: bool) -> bool:
+    """Whether a pre-tokenizer step is ``ByteLevel`` without a prefix space, splitting by GPT-2's pattern or not."""
+    return (
+        step.get("type") == "ByteLevel"
+        and not step.get("add_prefix_space")
+        and bool(step.get("use_regex", True)) == use_regex
+    )
+
+
 def _split_pattern(described: dict[str, Any]) -> str | None:
     """The pre-tokenizer's split regex where it is one tiktoken runs the same way; None otherwise."""
-    pre = described.get("pre_tokenizer") or {}
-    steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
-
-    def byte_level(step: dict[str, Any], use_regex: bool) -> bool:
-        return (
-            step.get("type") == "ByteLevel"
-            and not step.get("add_prefix_space")
-            and bool(step.get("use_regex", True)) == use_regex
-        )
-
+    steps = pre_tokenizer_steps(described)
     if len(steps) == 1 and byte_level(steps[0], use_regex=True):
         return GPT2_SPLIT
     if len(steps) == 2 and byte_level(steps[1], use_regex=False):

@@ -42,18 +42,22 @@ def two_worker_gateway(settings, settings_env, tiny_model_dir, data_dir, scripte
     gateway = start_gateway(
         settings, settings_env, scripted_policy_server.url, tiny_model_dir, data_dir, workers=2
     )
-    deadline = time.monotonic() + 60
-    while len(gateway.worker_pids()) < 2:
-        assert time.monotonic() < deadline, gateway.log_tail()
-        time.sleep(0.1)
-    # each worker froze its loaded heap (tokenizer, transformers, torch) out of the collector's sight
-    serving = re.compile(r"gateway worker (\d+) serving \((\d+) objects frozen\)")
-    while {int(pid) for pid, _ in serving.findall(gateway.log_tail(100_000))} < set(gateway.worker_pids()):
-        assert time.monotonic() < deadline, gateway.log_tail()
-        time.sleep(0.1)
-    assert all(int(frozen) > 100_000 for _, frozen in serving.findall(gateway.log_tail(100_000)))
-    yield gateway
-    stop_process(gateway.proc, 60)
+    try:
+        deadline = time.monotonic() + 60
+        while len(gateway.worker_pids()) < 2:
+            assert time.monotonic() < deadline, gateway.log_tail()
+            time.sleep(0.1)
+        # each worker froze its loaded heap (tokenizer, transformers, torch) out of the collector's sight
+        serving = re.compile(r"gateway worker (\d+) serving \((\d+) objects frozen\)")
+        while {int(pid) for pid, _ in serving.findall(gateway.log_tail(100_000))} < set(
+            gateway.worker_pids()
+        ):
+            assert time.monotonic() < deadline, gateway.log_tail()
+            time.sleep(0.1)
+        assert all(int(frozen) > 100_000 for _, frozen in serving.findall(gateway.log_tail(100_000)))
+        yield gateway
+    finally:
+        stop_process(gateway.proc, 60)
 
 
 def pending_owners(redis_client, db, group_id: str) -> dict[str, int]:  # type: ignore[no-untyped-def]
