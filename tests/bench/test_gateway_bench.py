@@ -36,9 +36,11 @@ def test_bench_gateway_json(settings_env: dict[str, str], tiny_model_dir: Path) 
             assert latency[kind]["gateway_p50_ms"] > 0 and latency[kind]["direct_p50_ms"] > 0
             streamed = run["streaming"][kind]
             assert streamed["gateway"]["ttfb_p50_ms"] > 0 and streamed["direct"]["inter_chunk_p50_ms"] > 0
-        # ~2k tokens of BPE for a new prompt; the group's second rollout finds every turn in the cache
+        # ~2k tokens of BPE for a new prompt; the group's second rollout finds every turn in the cache. Through tiktoken
+        # (services/gateway/fast_bpe.py) the 2k-token turn is ~0.4 of a ~1 ms plan (render, digests and the rest are
+        # the other 0.6), so the cached plan is shorter, not halved; the cache itself is tested in test_chat_format.py
         plan = {kind: latency[kind]["stages_p50_ms"]["plan"] for kind in ("new_chain", "new_chain_group")}
-        assert plan["new_chain_group"] < plan["new_chain"] / 2, plan
+        assert plan["new_chain_group"] < plan["new_chain"], plan
         (throughput,) = run["throughput"]
         # 32 episodes in THROUGHPUT_ROUNDS rounds of at least one episode per connection (4), two calls each
         requests = THROUGHPUT_ROUNDS * max(32 // THROUGHPUT_ROUNDS, 4) * 2
