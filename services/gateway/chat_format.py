@@ -12,8 +12,10 @@ rendering and dropping the prefix ids. ``tests/unit/test_chat_format.py`` checks
 A completion cut by ``max_tokens`` has no end-of-turn token; ``closing_ids`` are the tokens the template would have
 written to close the turn. The splice appends them (loss mask 0) before the next suffix.
 
-Rendering is CPU work (jinja + BPE); callers on the event loop run it in a thread (``asyncio.to_thread``). The
-tokenizer is thread-safe for encoding.
+Rendering is CPU work (jinja + BPE); callers on the event loop run it in a thread (``asyncio.to_thread``), except
+work small enough to cost less than the thread hop itself: inside ``on_the_loop(chars)`` at most ``chars``
+characters are tokenized, and asking for more raises ``TooLongForTheLoop`` before any of it is done (the caller then
+runs the whole thing in a thread). The tokenizer is thread-safe for encoding.
 
 A whole prompt (a chain's first call) is tokenized a turn at a time (``encode_turns``): cut just after each
 end-of-turn token — the boundary argument above, so the ids are the same — with each turn's ids kept in a small
@@ -44,8 +46,9 @@ import re
 import threading
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +59,39 @@ from services.gateway.fast_bpe import KNOWN_SPLITS, FastBPE, byte_level, pre_tok
 
 class ChatFormatError(Exception):
     """The model directory has no usable tokenizer or chat template, or a conversation cannot be rendered."""
+
+
+class TooLongForTheLoop(Exception):
+    """Tokenizing this on the event loop would take longer than ``on_the_loop`` allows: run the work in a thread."""
+
+
+class _LoopBudget(threading.local):
+    left: int | None = None
+    """Characters the current ``on_the_loop`` block may still tokenize (None: not in one; this thread may take its
+    time)."""
+
+
+_on_loop = _LoopBudget()
+
+
+@contextmanager
+def on_the_loop(chars: int) -> Iterator[None]:
+    """Tokenize at most ``chars`` characters in this block (the event loop's thread); more raises
+    ``TooLongForTheLoop`` before it is started. A turn another thread is encoding is not waited for here (that
+    raises too)."""
+    _on_loop.left = chars
+    try:
+        yield
+    finally:
+        _on_loop.left = None
+
+
+def _spend(chars: int) -> None:
+    left = _on_loop.left
+    if left is not None:
+        if chars > left:
+            raise TooLongForTheLoop(f"{chars} characters to tokenize, {left} allowed on the event loop")
+        _on_loop.left = left - chars
 
 
 def tool_to_template(tool: ToolSpec) -> dict[str, Any]:
@@ -172,7 +208,9 @@ class TurnCache:
     """Token ids of rendered turns by their text, least recently used out first, bounded by the ids it holds.
 
     A turn is encoded once even when several threads ask for it at once (a GRPO group's rollouts send their first
-    call together): the first encodes it, the others wait for its ids."""
+    call together): the first encodes it, the others wait for its ids. Inside ``on_the_loop`` nothing waits: a turn
+    another thread is encoding raises ``TooLongForTheLoop``, and one encoded there is not offered to waiters until it
+    is done."""
 
     def __init__(self, max_ids: int = 1 << 20) -> None:
         self.max_ids = max_ids
@@ -184,6 +222,7 @@ class TurnCache:
         self.misses = 0
 
     def ids(self, turn: str, encode: Callable[[str], list[int]]) -> array[int]:
+        on_loop = _on_loop.left is not None
         with self._lock:
             found = self._turns.get(turn)
             if found is not None:
@@ -192,11 +231,24 @@ class TurnCache:
                 return found
             pending = self._pending.get(turn)
             owner = pending is None
-            if pending is None:
+            if on_loop:
+                if not owner:  # the event loop never waits for a thread's encoding
+                    raise TooLongForTheLoop("another thread is encoding this turn")
+            elif owner:
                 self.misses += 1
                 pending = self._pending[turn] = Future()
             else:
                 self.hits += 1
+        if on_loop:  # encoded with no pending entry: no thread ever waits for the event loop either
+            ids = array(
+                "i", encode(turn)
+            )  # TooLongForTheLoop before any work where the turn is over the budget
+            with self._lock:
+                self.misses += 1
+                if turn not in self._turns and turn not in self._pending:
+                    self._keep(turn, ids)
+            return ids
+        assert pending is not None
         if not owner:
             return pending.result()
         try:
@@ -398,6 +450,7 @@ class ChatFormat:
         return str(text)
 
     def encode(self, text: str) -> list[int]:
+        _spend(len(text))
         if self.halves and len(text) >= self.halves_min_chars and (cut := _cut_in_half(text)) > 0:
             second = _helper_pool().submit(self._encode_piece, text[cut:])
             return self._encode_piece(text[:cut]) + second.result()
@@ -447,6 +500,10 @@ class ChatFormat:
         caller counts them in ids, so how the template would re-render the model's own reply never matters.
         """
         text = self.render_text(conversation.messages, conversation.tools, add_generation_prompt=True)
+        return self.suffix_of(text, closed_turns)
+
+    def suffix_of(self, text: str, closed_turns: int) -> list[int]:
+        """``render_suffix`` of a conversation whose full rendering is ``text``."""
         cut = _nth_end(text, self.end_of_turn, closed_turns)
         if cut < 0:
             raise ChatFormatError(

@@ -1,7 +1,7 @@
 """One model call through the gateway core: splice, sample, parse tool calls, commit, record — provider-neutral.
 
 ``ModelCall.start()`` plans the prompt (``splice``: choose a chain tip from digests, load its ids, render the
-suffix in a worker thread), checks the context length, sends the ids to the rollout's inference replica and waits
+suffix — on the event loop where that is small, else in a worker thread: ``on_the_loop_or_in_a_thread``), checks the context length, sends the ids to the rollout's inference replica and waits
 for the first sampled chunk; every failure up to there is a ``ProviderError`` with the caller's status and
 **nothing is recorded**. ``ModelCall.events()`` then yields ``TextDelta`` / ``ReasoningDelta`` / ``ToolCallEvent``
 as vLLM produces text, commits the chain's new tip to Redis (compare-and-set; it also marks the call pending),
@@ -12,8 +12,9 @@ is done; the call stops being pending once its rows are in as well (``recorder.p
 
 Concurrency: the handler's task owns a ``ModelCall``; nothing is locked while sampling, so a rollout's parallel
 calls (sub-agents) sample concurrently, and the tip's compare-and-set decides which of two racing extensions wins
-(the other becomes a ``retry`` fork). The retemplate drift check runs in a worker thread alongside sampling; when
-it is not done by the commit, the record waits for it in the writer, off the reply's path.
+(the other becomes a ``retry`` fork). The retemplate drift check runs alongside sampling (as a task started once
+the request is out: on the loop where small, else in a thread); when it is not done by the commit, the record waits
+for it in the writer, off the reply's path.
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from services.gateway.binding import BoundRollout, Recheck, binding_errors
 from services.gateway.capture import CallRecord
+from services.gateway.chat_format import ChatFormat, TooLongForTheLoop, on_the_loop
 from services.gateway.conversation import (
     Completion,
     Conversation,
@@ -56,6 +58,7 @@ from shared.inference_client import (
 from shared.sampling_seed import call_seed
 
 log = logging.getLogger("harnessrl.gateway")
+T = TypeVar("T")
 
 # The status each vendor answers "overloaded" with (Anthropic's own 529); everything else uses 503.
 OVERLOADED_STATUS = {"anthropic_messages": 529}
@@ -158,7 +161,7 @@ class ModelCall:
         self._tip_ids: PromptIds | None = None
         self._upstream: AsyncIterator[SampledChunk] | None = None
         self._first: SampledChunk | None = None
-        self._drift: asyncio.Task[tuple[bool, RetemplateCut | None]] | None = None
+        self._drift: asyncio.Future[tuple[bool, RetemplateCut | None]] | None = None
         self._labelled_version: int | None = None
         self._lora_adapter: str | None = None
         self.context_limit = state.settings.max_model_len
@@ -186,7 +189,7 @@ class ModelCall:
             return plan
 
         try:
-            return await asyncio.to_thread(build)
+            return await on_the_loop_or_in_a_thread(state.chat_format, conversation, build)
         except Exception as exc:  # the template refused this conversation (e.g. a role it cannot render)
             raise ProviderError(400, f"cannot format this conversation for the model: {exc}") from exc
 
@@ -206,10 +209,6 @@ class ModelCall:
         budget = conversation.max_tokens or state.settings.default_max_tokens
         if run_sampling.max_tokens is not None:
             budget = min(budget, run_sampling.max_tokens)
-        if state.measure_drift and state.splicer.mode == "splice":
-            self._drift = asyncio.create_task(
-                asyncio.to_thread(state.splicer.drift, conversation, plan, self._tip_ids)
-            )
         self.timings.upstream_sent = time.monotonic()
         client = state.upstream.client_for(self.rollout.rollout_id)
         if self.rollout.lora:
@@ -235,6 +234,8 @@ class ModelCall:
             self._upstream = _whole(client.complete(plan.prompt, **sampling))
         # Made before the first ``anext`` sends the request, the re-read's task starts once the request is out.
         checking = asyncio.create_task(self.recheck()) if self.recheck is not None else None
+        if state.measure_drift and state.splicer.mode == "splice":
+            self._drift = self._check_drift(plan)
         try:
             self._first = await anext(self._upstream)
             self.timings.first_token = time.monotonic()
@@ -250,6 +251,19 @@ class ModelCall:
             self._cancel_drift()
             with binding_errors():
                 raise refused
+
+    def _check_drift(self, plan: SplicePlan) -> asyncio.Future[tuple[bool, RetemplateCut | None]]:
+        """The retemplate drift check, run while the model works on the prompt: on the event loop right after the
+        request went out where it is small (``on_the_loop_or_in_a_thread``), else in a thread."""
+        splicer, conversation, tip_ids = self.state.splicer, self.conversation, self._tip_ids
+        return asyncio.ensure_future(
+            on_the_loop_or_in_a_thread(
+                self.state.chat_format,
+                conversation,
+                lambda: splicer.drift(conversation, plan, tip_ids),
+                text=plan.text,
+            )
+        )
 
     def _cancel_drift(self) -> None:
         if self._drift is not None:
@@ -379,7 +393,7 @@ class ModelCall:
             metrics.CALL_TTFB_SECONDS.labels(self.adapter.API).observe(timings.first_byte - timings.arrived)
 
     async def _late_drift(
-        self, pending: asyncio.Task[tuple[bool, RetemplateCut | None]], chain_id: int, position: int
+        self, pending: asyncio.Future[tuple[bool, RetemplateCut | None]], chain_id: int, position: int
     ) -> bool:
         """A drift check that outlived the reply: its flag goes into the record (the writer awaits this), its
         resume point onto the tip it belongs to."""
@@ -425,6 +439,33 @@ class ModelCall:
         self._cancel_drift()
         if self._upstream is not None:
             await self._upstream.aclose()  # type: ignore[attr-defined]
+
+
+LOOP_MESSAGES = 16
+"""A conversation of at most this many messages may be planned (rendered, cut, tokenized) on the event loop: the
+template renders ~13 µs a message here (jinja), so ≤ ~0.2 ms."""
+LOOP_TEXT_CHARS = 64_000
+"""…and its rendering, when the caller has it, at most this long (the drift check hashes it)."""
+LOOP_TOKENIZE_CHARS = 2_048
+"""…of which at most this many characters are tokenized there (~0.1 ms through tiktoken). A thread hop costs more
+than that on a busy 2-core VM (a futex wake, a GIL hand-off, the loop's wake-up); anything bigger — a chain's first
+prompt, a long tool output, a long conversation — still goes to a thread (``docs/perf/gateway.md``)."""
+
+
+async def on_the_loop_or_in_a_thread(
+    chat_format: ChatFormat, conversation: Conversation, work: Callable[[], T], text: str | None = None
+) -> T:
+    """``work()`` (planning or the drift check: jinja and tokenizer work) on the event loop where it is small —
+    ``conversation`` has at most ``LOOP_MESSAGES`` messages, ``text`` (its rendering, if known) at most
+    ``LOOP_TEXT_CHARS`` characters, and ``work`` tokenizes at most ``LOOP_TOKENIZE_CHARS`` of them — else all of it
+    in a thread. Awaited at once it runs before the caller's next step; as a task, at the loop's next turn."""
+    if len(conversation.messages) <= LOOP_MESSAGES and (text is None or len(text) <= LOOP_TEXT_CHARS):
+        try:
+            with on_the_loop(LOOP_TOKENIZE_CHARS):
+                return work()
+        except TooLongForTheLoop:
+            pass
+    return await asyncio.to_thread(work)
 
 
 async def _outcome(task: asyncio.Task[Any] | None) -> BaseException | None:

@@ -220,6 +220,9 @@ class SplicePlan:
     """The call this one follows: the extended tip's call, or for a fork the rollout's newest call."""
     rendered: Retemplate | None = None
     """Set when ``prompt`` is itself a from-scratch render (nothing can drift)."""
+    text: str | None = None
+    """The template's rendering of the whole conversation where planning made it (a splice cuts its suffix from
+    it): the drift check's from-scratch render is this same text, so it is not rendered twice."""
 
     @property
     def prompt_ids(self) -> list[int]:
@@ -299,7 +302,7 @@ class Splicer:
         )
         return Choice(None, newest, reason, reason == "retry" and same_prompt and self.mode == "splice")
 
-    # --- building (CPU work: run in a thread) ------------------------------------------------------------
+    # --- building (CPU work: in a thread, or on the event loop where it is small: model_call.py) ----------
     def plan(
         self,
         conversation: Conversation,
@@ -359,9 +362,13 @@ class Splicer:
                 tip.call_id,
                 rendered=rendered,
             )
-        suffix = self.chat_format.render_suffix(conversation, tip.end_of_turns + len(closing))
-        segment = closing + suffix
-        return SplicePlan(tip_ids + segment, segment, tip, None, None, tip.position + 1, tip.call_id)
+        text = self.chat_format.render_text(
+            conversation.messages, conversation.tools, add_generation_prompt=True
+        )
+        segment = closing + self.chat_format.suffix_of(text, tip.end_of_turns + len(closing))
+        return SplicePlan(
+            tip_ids + segment, segment, tip, None, None, tip.position + 1, tip.call_id, text=text
+        )
 
     # --- after sampling ----------------------------------------------------------------------------------
     def new_tip(
@@ -399,16 +406,22 @@ class Splicer:
 
     # --- drift (splice mode): the from-scratch render, compared --------------------------------------------
     def retemplate(
-        self, conversation: Conversation, base: ChainTip | None, base_ids: PromptIds | None
+        self,
+        conversation: Conversation,
+        base: ChainTip | None,
+        base_ids: PromptIds | None,
+        text: str | None = None,
     ) -> Retemplate:
-        """The from-scratch render of ``conversation``, tokenized incrementally where it extends ``base``'s.
+        """The from-scratch render of ``conversation`` (its template text, when the caller has it already),
+        tokenized incrementally where it extends ``base``'s.
 
         Where the new text starts with the base render up to its last end-of-turn token (``base.retemplate``),
         only the text after that special token is tokenized (the same boundary argument as the splice's suffix);
         the ids before it are the chain's own where they agree, else the ones the cut kept."""
-        text = self.chat_format.render_text(
-            conversation.messages, conversation.tools, add_generation_prompt=True
-        )
+        if text is None:
+            text = self.chat_format.render_text(
+                conversation.messages, conversation.tools, add_generation_prompt=True
+            )
         cut = base.retemplate if base is not None else None
         if cut is not None and len(text) >= cut.chars and _digest(text[: cut.chars]) == cut.text:
             if cut.ids is not None:
@@ -423,7 +436,7 @@ class Splicer:
     ) -> tuple[bool, RetemplateCut | None]:
         """Whether rendering from scratch would have given other prompt ids than the ones the model saw, and
         where the next call's render can resume."""
-        rendered = plan.rendered or self.retemplate(conversation, plan.extends, base_ids)
+        rendered = plan.rendered or self.retemplate(conversation, plan.extends, base_ids, plan.text)
         drifted = plan.rendered is None and rendered.ids != plan.prompt.ids
         return drifted, self.retemplate_cut(rendered, plan.prompt)
 

@@ -431,3 +431,58 @@ def test_halves_are_off_for_tokenizers_built_from_other_parts(tiny_model_dir: Pa
         changed(lambda d: d["added_tokens"][0].update(rstrip=True)),
     ]
     assert not any(_splits_safely(d) for d in refused)
+
+
+# --- small work on the event loop (on_the_loop) ------------------------------------------------------------
+
+
+def test_the_loop_tokenizes_up_to_its_budget_and_refuses_more_before_starting(chat_format: ChatFormat) -> None:
+    from services.gateway.chat_format import TooLongForTheLoop, on_the_loop
+
+    text = "def f(x):\n    return x + 1\n" * 4
+    with on_the_loop(2 * len(text)):
+        assert chat_format.encode(text) == chat_format.tokenizer.encode(text, add_special_tokens=False)
+        assert chat_format.encode(text) == chat_format.tokenizer.encode(text, add_special_tokens=False)
+        with pytest.raises(TooLongForTheLoop):  # the budget is for the whole block, not per text
+            chat_format.encode("x")
+    with pytest.raises(TooLongForTheLoop), on_the_loop(len(text) - 1):
+        chat_format.encode(text)
+    assert chat_format.encode(text * 100)  # outside a block there is no budget, also after a refusal
+
+
+def test_the_loop_never_waits_for_a_turn_a_thread_is_encoding() -> None:
+    import threading
+
+    from services.gateway.chat_format import TooLongForTheLoop, TurnCache, on_the_loop
+
+    cache, started, release = TurnCache(), threading.Event(), threading.Event()
+
+    def slow_encode(turn: str) -> list[int]:
+        started.set()
+        release.wait(5)
+        return [7]
+
+    worker = threading.Thread(target=cache.ids, args=("turn", slow_encode))
+    worker.start()
+    started.wait(5)
+    try:
+        with pytest.raises(TooLongForTheLoop), on_the_loop(1000):
+            cache.ids("turn", lambda turn: [7])
+    finally:
+        release.set()
+        worker.join(5)
+    with on_the_loop(1000):  # done now: a hit
+        assert cache.ids("turn", lambda turn: [8]).tolist() == [7]
+        assert cache.ids("other", lambda turn: [9]).tolist() == [9]  # encoded here, and kept
+    assert cache.ids("other", lambda turn: [10]).tolist() == [9]
+
+
+def test_a_turn_over_the_loop_budget_is_not_encoded_there(chat_format: ChatFormat) -> None:
+    from services.gateway.chat_format import TooLongForTheLoop, TurnCache, on_the_loop
+
+    cache, turn = TurnCache(), "a turn longer than ten characters"
+    with pytest.raises(TooLongForTheLoop), on_the_loop(10):
+        chat_format._encode_by_turn(turn, cache)
+    assert (cache.misses, cache.hits) == (0, 0)
+    assert cache.ids(turn, chat_format.encode).tolist() == chat_format.encode(turn)
+    assert (cache.misses, cache.hits) == (1, 0)  # nothing was kept from the refused attempt

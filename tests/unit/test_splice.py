@@ -4,6 +4,7 @@ per-harness volatile lines are normalized by tested rules."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -146,6 +147,32 @@ def test_incremental_retemplate_equals_a_full_render(chat_format: ChatFormat) ->
             Message("tool", f"out {turn}\n", tool_call_id="x"),
             Message("user", "next"),
         ]
+
+
+def test_the_drift_check_reuses_the_splice_s_rendering(chat_format: ChatFormat) -> None:
+    """A spliced plan keeps the template's text it cut its suffix from; the drift check's from-scratch render is
+    that text (one jinja render per call, not two), and its result is the one a fresh render gives."""
+    driver = Driver(chat_format)
+    driver.call(conv([SYSTEM, TASK]), bash_reply("ls"))
+    conversation = conv(
+        [SYSTEM, TASK, bash_reply("ls"), Message("tool", "a.txt\n", tool_call_id="call_1"), Message("user", "go")]
+    )
+    plan, _ = driver.plan(conversation)
+    assert plan.extends is not None
+    assert plan.text == chat_format.render_text(
+        conversation.messages, conversation.tools, add_generation_prompt=True
+    )
+    renders = []
+    original = chat_format.render_text
+    chat_format.render_text = lambda *a, **k: renders.append(1) or original(*a, **k)  # type: ignore[method-assign]
+    try:
+        reused = driver.splicer.drift(conversation, plan, driver.ids[1])
+        assert renders == []
+        fresh = driver.splicer.drift(conversation, replace(plan, text=None), driver.ids[1])
+        assert renders == [1]
+    finally:
+        del chat_format.render_text
+    assert reused == fresh and reused[1] is not None
 
 
 def test_cut_reply_gets_closing_tokens(chat_format: ChatFormat) -> None:

@@ -1,0 +1,65 @@
+"""Planning and the drift check run on the event loop where they are small and in a thread otherwise
+(``model_call.on_the_loop_or_in_a_thread``): a long conversation, a long rendering or more tokenizing than
+``LOOP_TOKENIZE_CHARS`` never holds the loop, and the result is the same either way."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from services.gateway.chat_format import ChatFormat
+from services.gateway.conversation import Conversation, Message
+from services.gateway.model_call import (
+    LOOP_MESSAGES,
+    LOOP_TEXT_CHARS,
+    LOOP_TOKENIZE_CHARS,
+    on_the_loop_or_in_a_thread,
+)
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(scope="module")
+def chat_format(tiny_model_dir: Path) -> ChatFormat:
+    return ChatFormat.load(tiny_model_dir)
+
+
+def conversation(messages: int) -> Conversation:
+    return Conversation("openai_chat", [Message("user", f"turn {i}") for i in range(messages)])
+
+
+async def where(chat_format: ChatFormat, conv: Conversation, text: str, rendered: str | None = None):
+    """(ran on the loop's thread, the ids) of encoding ``text`` through ``on_the_loop_or_in_a_thread``."""
+    seen = []
+
+    def work() -> list[int]:
+        seen.append(threading.get_ident())
+        return chat_format.encode(text)
+
+    ids = await on_the_loop_or_in_a_thread(chat_format, conv, work, text=rendered)
+    return seen[-1] == threading.get_ident(), ids
+
+
+async def test_small_work_runs_on_the_loop(chat_format: ChatFormat) -> None:
+    text = "x = 1\n" * (LOOP_TOKENIZE_CHARS // 6)
+    on_loop, ids = await where(chat_format, conversation(LOOP_MESSAGES), text, rendered="r" * LOOP_TEXT_CHARS)
+    assert on_loop and ids == chat_format.tokenizer.encode(text, add_special_tokens=False)
+
+
+@pytest.mark.parametrize("why", ["tokenizing", "messages", "rendering"])
+async def test_bigger_work_runs_in_a_thread_with_the_same_result(chat_format: ChatFormat, why: str) -> None:
+    text = "x = 1\n" * (LOOP_TOKENIZE_CHARS // 6 + (1 if why == "tokenizing" else 0))
+    conv = conversation(LOOP_MESSAGES + (1 if why == "messages" else 0))
+    rendered = "r" * (LOOP_TEXT_CHARS + (1 if why == "rendering" else 0))
+    on_loop, ids = await where(chat_format, conv, text, rendered)
+    assert not on_loop and ids == chat_format.tokenizer.encode(text, add_special_tokens=False)
+
+
+async def test_an_error_on_the_loop_is_the_caller_s(chat_format: ChatFormat) -> None:
+    def broken() -> None:
+        raise ValueError("template refused")
+
+    with pytest.raises(ValueError, match="template refused"):
+        await on_the_loop_or_in_a_thread(chat_format, conversation(2), broken)
