@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.bench, pytest.mark.slow]
 def test_bench_gateway_json(settings_env: dict[str, str], tiny_model_dir: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "services.cli.main", "bench", "gateway", "--workers", "2", "--sizes", "2000",
-         "--episodes", "8", "--concurrency", "4", "--throughput-episodes", "32", "--json"],
+         "--episodes", "8", "--concurrency", "4", "--throughput-episodes", "32", "--settle-s", "20", "--json"],
         capture_output=True, text=True, timeout=600,
         env={**settings_env, "OMP_NUM_THREADS": "1", "HARNESSRL_MODEL_DIR": str(tiny_model_dir)},
     )  # fmt: skip
@@ -28,7 +28,13 @@ def test_bench_gateway_json(settings_env: dict[str, str], tiny_model_dir: Path) 
     assert [run["workers"] for run in result["runs"]] == [1, 2]
     # the objects went under the data directory, as the product's do, and the filesystem's cost is recorded
     assert result["objects"]["directory"] == settings_env["HARNESSRL_DATA_DIR"]
-    assert result["objects"]["file_create_us"] > 0
+    objects = result["objects"]
+    assert objects["file_create_us"] > 0 and objects["file_create_first_us"] > 0
+    # it waited for file creation to settle (ext4's recently-deleted inodes) only while it was slow, and not forever
+    from services.gateway.bench import FILE_CREATE_SETTLED_US, FILE_CREATE_WAIT_S
+
+    assert objects["file_create_waited_s"] == 0 or objects["file_create_first_us"] > FILE_CREATE_SETTLED_US
+    assert objects["file_create_waited_s"] < 20 + 30 < FILE_CREATE_WAIT_S  # --settle-s 20 bounds it
     for run in result["runs"]:
         latency = run["latency"]["2k"]
         assert 2000 <= latency["prompt_tokens"] <= 2500  # the 2k user text, tools, system turn
