@@ -1,9 +1,9 @@
 """One model call through the gateway core: splice, sample, parse tool calls, commit, record — provider-neutral.
 
 ``ModelCall.start()`` plans the prompt (``splice``: choose a chain tip from digests, load its ids, render the
-suffix — on the event loop where that is small, else in a worker thread: ``on_the_loop_or_in_a_thread``), checks the context length, sends the ids to the rollout's inference replica and waits
-for the first sampled chunk; every failure up to there is a ``ProviderError`` with the caller's status and
-**nothing is recorded**. ``ModelCall.events()`` then yields ``TextDelta`` / ``ReasoningDelta`` / ``ToolCallEvent``
+suffix — on the event loop where that is small, else in a worker thread: ``on_the_loop_or_in_a_thread``), checks
+the context length, sends the ids to the rollout's inference replica and waits for the first sampled chunk; every
+failure up to there is a ``ProviderError`` with the caller's status and **nothing is recorded**. ``ModelCall.events()`` then yields ``TextDelta`` / ``ReasoningDelta`` / ``ToolCallEvent``
 as vLLM produces text, commits the chain's new tip to Redis (compare-and-set; it also marks the call pending),
 hands the call's record to the write-behind ``Recorder`` and only then yields ``Finish`` — so the next call of the
 rollout, in this process or another, always sees the new tip, and the record is written after the reply.
@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 from services.gateway.binding import BoundRollout, Recheck, binding_errors
 from services.gateway.capture import CallRecord
-from services.gateway.chat_format import ChatFormat, TooLongForTheLoop, on_the_loop
+from services.gateway.chat_format import TooLongForTheLoop, on_the_loop
 from services.gateway.conversation import (
     Completion,
     Conversation,
@@ -189,7 +189,7 @@ class ModelCall:
             return plan
 
         try:
-            return await on_the_loop_or_in_a_thread(state.chat_format, conversation, build)
+            return await on_the_loop_or_in_a_thread(conversation, build)
         except Exception as exc:  # the template refused this conversation (e.g. a role it cannot render)
             raise ProviderError(400, f"cannot format this conversation for the model: {exc}") from exc
 
@@ -258,7 +258,6 @@ class ModelCall:
         splicer, conversation, tip_ids = self.state.splicer, self.conversation, self._tip_ids
         return asyncio.ensure_future(
             on_the_loop_or_in_a_thread(
-                self.state.chat_format,
                 conversation,
                 lambda: splicer.drift(conversation, plan, tip_ids),
                 text=plan.text,
@@ -453,7 +452,7 @@ prompt, a long tool output, a long conversation — still goes to a thread (``do
 
 
 async def on_the_loop_or_in_a_thread(
-    chat_format: ChatFormat, conversation: Conversation, work: Callable[[], T], text: str | None = None
+    conversation: Conversation, work: Callable[[], T], text: str | None = None
 ) -> T:
     """``work()`` (planning or the drift check: jinja and tokenizer work) on the event loop where it is small —
     ``conversation`` has at most ``LOOP_MESSAGES`` messages, ``text`` (its rendering, if known) at most

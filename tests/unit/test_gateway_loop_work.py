@@ -38,7 +38,7 @@ async def where(chat_format: ChatFormat, conv: Conversation, text: str, rendered
         seen.append(threading.get_ident())
         return chat_format.encode(text)
 
-    ids = await on_the_loop_or_in_a_thread(chat_format, conv, work, text=rendered)
+    ids = await on_the_loop_or_in_a_thread(conv, work, text=rendered)
     return seen[-1] == threading.get_ident(), ids
 
 
@@ -57,9 +57,9 @@ async def test_bigger_work_runs_in_a_thread_with_the_same_result(chat_format: Ch
     assert not on_loop and ids == chat_format.tokenizer.encode(text, add_special_tokens=False)
 
 
-async def test_an_error_on_the_loop_is_the_caller_s(chat_format: ChatFormat) -> None:
+async def test_an_error_on_the_loop_is_the_caller_s() -> None:
     def broken() -> None:
         raise ValueError("template refused")
 
     with pytest.raises(ValueError, match="template refused"):
-        await on_the_loop_or_in_a_thread(chat_format, conversation(2), broken)
+        await on_the_loop_or_in_a_thread(conversation(2), broken)
