@@ -436,7 +436,9 @@ def test_halves_are_off_for_tokenizers_built_from_other_parts(tiny_model_dir: Pa
 # --- small work on the event loop (on_the_loop) ------------------------------------------------------------
 
 
-def test_the_loop_tokenizes_up_to_its_budget_and_refuses_more_before_starting(chat_format: ChatFormat) -> None:
+def test_the_loop_tokenizes_up_to_its_budget_and_refuses_more_before_starting(
+    chat_format: ChatFormat,
+) -> None:
     from services.gateway.chat_format import TooLongForTheLoop, on_the_loop
 
     text = "def f(x):\n    return x + 1\n" * 4

@@ -155,7 +155,13 @@ def test_the_drift_check_reuses_the_splice_s_rendering(chat_format: ChatFormat) 
     driver = Driver(chat_format)
     driver.call(conv([SYSTEM, TASK]), bash_reply("ls"))
     conversation = conv(
-        [SYSTEM, TASK, bash_reply("ls"), Message("tool", "a.txt\n", tool_call_id="call_1"), Message("user", "go")]
+        [
+            SYSTEM,
+            TASK,
+            bash_reply("ls"),
+            Message("tool", "a.txt\n", tool_call_id="call_1"),
+            Message("user", "go"),
+        ]
     )
     plan, _ = driver.plan(conversation)
     assert plan.extends is not None
