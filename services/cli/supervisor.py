@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from shared.process_groups import stop_group
+
 COLORS = ["36", "32", "33", "35", "34", "31", "96", "92", "93"]
 
 
@@ -219,10 +221,10 @@ class Supervisor:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(running.proc.pid, signal.SIGKILL)
             running.proc.wait(5)
-        # The service is gone; helpers it left in its process group (e.g. multiprocessing's resource tracker,
-        # which exits only once it notices) go with it, so nothing outlives the stop.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(running.proc.pid, signal.SIGKILL)
+        # The service is gone; helpers it left in its process group (e.g. multiprocessing's resource tracker)
+        # get a moment to exit, then SIGKILL; the stop returns once none of them is left.
+        if left := stop_group(running.proc.pid):
+            self.note(f"{name}: processes {left} of its group still there 10 s after SIGKILL")
 
     def stop_all(self) -> None:
         for name in reversed(list(self.running)):

@@ -14,6 +14,7 @@ that produced each token (``shared/inference_client.py`` relies on it).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import os
@@ -184,8 +185,12 @@ def start_vllm(launch: VllmLaunch, log_path: Path, timeout_s: float = 240.0) -> 
 
 
 def stop_vllm(proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> int | None:
-    """SIGTERM vLLM's process group (API server, engine core), SIGKILL what is left after ``timeout_s``."""
+    """SIGTERM vLLM's process group (API server, engine core, workers), SIGKILL the server if it is still there
+    after ``timeout_s``; return once nothing of the group is left (the engine's worker and multiprocessing's
+    resource tracker can outlive the API server by a moment)."""
     import signal
+
+    from shared.process_groups import stop_group
 
     if proc.poll() is None:
         try:
@@ -194,6 +199,8 @@ def stop_vllm(proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> int | N
         except ProcessLookupError:
             pass
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
+    stop_group(proc.pid)
     return proc.returncode
