@@ -2,7 +2,7 @@
 
 ``ChatFormat.load(model_dir)`` reads the tokenizer and its chat template once (transformers). It renders a
 ``Conversation`` to token ids (``render_prompt``), and — what the splice needs — the *suffix* that follows a closed
-assistant turn (``render_suffix``): the template's text for the new messages (tool results, user turns) plus the
+assistant turn (``suffix_of``): the template's text for the new messages (tool results, user turns) plus the
 generation prompt, cut at the end-of-turn token that closed the assistant turn.
 
 Why the suffix is exact: the boundary is the end-of-turn special token (``<|im_end|>`` for ChatML). A special token
@@ -240,9 +240,8 @@ class TurnCache:
             else:
                 self.hits += 1
         if on_loop:  # encoded with no pending entry: no thread ever waits for the event loop either
-            ids = array(
-                "i", encode(turn)
-            )  # TooLongForTheLoop before any work where the turn is over the budget
+            # encode raises TooLongForTheLoop before any work where the turn is over the budget
+            ids = array("i", encode(turn))
             with self._lock:
                 self.misses += 1
                 if turn not in self._turns and turn not in self._pending:
@@ -493,17 +492,13 @@ class ChatFormat:
             self.render_text(conversation.messages, conversation.tools, add_generation_prompt=True)
         )
 
-    def render_suffix(self, conversation: Conversation, closed_turns: int) -> list[int]:
-        """Ids of everything after the ``closed_turns``-th end-of-turn token of the full rendering.
+    def suffix_of(self, text: str, closed_turns: int) -> list[int]:
+        """Ids of everything after the ``closed_turns``-th end-of-turn token of ``text``, a conversation's full
+        rendering (``render_text`` with the generation prompt).
 
         ``closed_turns`` is the number of end-of-turn tokens in the chain so far (prompt and sampled ids); the
         caller counts them in ids, so how the template would re-render the model's own reply never matters.
         """
-        text = self.render_text(conversation.messages, conversation.tools, add_generation_prompt=True)
-        return self.suffix_of(text, closed_turns)
-
-    def suffix_of(self, text: str, closed_turns: int) -> list[int]:
-        """``render_suffix`` of a conversation whose full rendering is ``text``."""
         cut = _nth_end(text, self.end_of_turn, closed_turns)
         if cut < 0:
             raise ChatFormatError(

@@ -19,7 +19,7 @@ without normalizing it, so a long history costs one hash per call, not one norma
    ``prompt_ids = tip.ids + closing + suffix`` where ``tip.ids`` is the tip's prompt ids followed by the ids the
    model sampled, ``closing`` is the template's end-of-turn token when the reply was cut by ``max_tokens`` (loss
    mask 0), and ``suffix`` is the template's rendering of ``M[n:]`` and the generation prompt, cut after the
-   end-of-turn token that closed the reply (``ChatFormat.render_suffix``). The model is conditioned on its own
+   end-of-turn token that closed the reply (``ChatFormat.suffix_of``). The model is conditioned on its own
    sampled tokens, never on a re-tokenization of them.
 2. **Fork.** Otherwise a new chain starts from a full render (a ``retry`` reuses the tip's prompt ids), its parent
    the newest tip's chain, with a reason found by comparing against that tip:

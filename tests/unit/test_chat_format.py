@@ -49,7 +49,8 @@ def test_suffix_ids_equal_whole_minus_prefix(
     prefix_text = chat_format.render_text(head + [reply], tools, add_generation_prompt=False)
     whole_ids = chat_format.render_prompt(whole)
     closed = chat_format.count_end_of_turn(chat_format.encode(prefix_text))
-    suffix = chat_format.render_suffix(whole, closed)
+    text = chat_format.render_text(whole.messages, tools, add_generation_prompt=True)
+    suffix = chat_format.suffix_of(text, closed)
     cut = len(whole_ids) - len(suffix)
     assert whole_ids[cut:] == suffix
     # the boundary is right after the end-of-turn token that closed the assistant turn
@@ -67,9 +68,9 @@ def test_closing_ids_are_the_end_of_turn_token(chat_format: ChatFormat) -> None:
 
 
 def test_suffix_needs_enough_closed_turns(chat_format: ChatFormat) -> None:
-    conversation = Conversation("openai_chat", [Message("user", "hi")])
+    text = chat_format.render_text([Message("user", "hi")], [], add_generation_prompt=True)
     with pytest.raises(ChatFormatError, match="end-of-turn"):
-        chat_format.render_suffix(conversation, 5)
+        chat_format.suffix_of(text, 5)
 
 
 def test_missing_tokenizer_is_a_clear_error(tmp_path: Path) -> None:
