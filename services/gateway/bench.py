@@ -71,7 +71,6 @@ by half within minutes, single rounds ranged over 32-73 % of direct within one r
 alternations keep the sums steadier than the 512 episodes in 4 rounds used before."""
 THROUGHPUT_ROUNDS = 8
 """Gateway and direct rounds alternate this many times per concurrency level (the figures are their sums)."""
-STAGES = ("bind", "parse", "plan", "send", "commit")
 FILE_CREATE_SETTLED_US = 30.0
 """Creating a file under the data directory costs 12-19 µs of CPU on a quiet VM here (2026-12-05/06)."""
 FILE_CREATE_WAIT_S = 420.0

@@ -161,6 +161,66 @@ def test_malformed_json_and_bad_fields_are_400(
     assert scripted_policy.requests == []
 
 
+def test_a_bad_key_is_answered_before_a_bad_body(gateway_server, scripted_policy, db):  # type: ignore[no-untyped-def]
+    """The body is read and parsed while the key's binding is looked up; an unknown key is still the answer
+    (401), whatever the body."""
+    before = count_calls(db)
+    for payload in (b"{not json", b"[1, 2]", b'{"model": "policy"}'):
+        response = httpx.post(
+            gateway_server.url + "/v1/chat/completions",
+            content=payload,
+            headers={"x-api-key": "rk_not-a-rollout", "content-type": "application/json"},
+            timeout=30,
+        )
+        assert response.status_code == 401, (payload, response.text)
+        assert error_kind("openai_chat", response.json()) == "authentication_error"
+    assert count_calls(db) == before
+    assert scripted_policy.requests == []
+
+
+def test_a_client_gone_mid_body_leaves_no_call_marked_as_served(
+    gateway_server, scripted_policy, make_rollout, db, redis_client
+):  # type: ignore[no-untyped-def]
+    """A harness that hangs up halfway through sending its request: the binding (read while the body arrives)
+    marked the call as being served; the mark goes, so the rollout's flush barrier does not wait for a call
+    that will never be recorded, and nothing is recorded or sent upstream."""
+    from urllib.parse import urlsplit
+
+    from shared import capture_state
+
+    ref = make_rollout()  # opened as the runner opens it, so the binding's script marks its calls
+    binding = capture_state.Binding(ref.rollout_id, ref.run_id, "codex", {}, time.time())
+    capture_state.open_rollout(redis_client, ref.rollout_key, binding)
+    body = json.dumps(chat_body()).encode()
+    where = urlsplit(gateway_server.url)
+    head = (
+        "POST /v1/chat/completions HTTP/1.1\r\n"
+        f"Host: {where.hostname}\r\nx-api-key: {ref.rollout_key}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    pending = capture_state.pending_key(ref.rollout_key)
+    with socket.create_connection((where.hostname, where.port), timeout=10) as sock:
+        sock.sendall(head + body[: len(body) // 2])
+        deadline = time.monotonic() + 10
+        while not redis_client.hlen(pending) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert redis_client.hlen(pending) == 1  # bound and marked, the body still arriving
+    deadline = time.monotonic() + 10
+    while redis_client.hlen(pending) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert redis_client.hgetall(pending) == {}
+    assert count_calls(db, ref.rollout_id) == 0
+    assert scripted_policy.requests == []
+    answered = httpx.post(
+        gateway_server.url + "/v1/chat/completions",
+        json=chat_body(),
+        headers={"x-api-key": ref.rollout_key},
+        timeout=30,
+    )
+    assert answered.status_code == 200, answered.text
+    assert count_calls(db, ref.rollout_id) == 1
+
+
 @pytest.mark.parametrize("provider_api", sorted(BODIES))
 def test_limits_upstream_failures_and_context_errors(
     gateway_factory, scripted_policy, make_rollout, db, provider_api
