@@ -25,7 +25,6 @@ answer that is our fault (5xx, or the pool not ready) is noted as an incident of
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
 import json
 import logging
@@ -38,7 +37,7 @@ from aiohttp import web
 
 from services.gateway.binding import BoundRollout, binding_errors, rollout_key_of
 from services.gateway.conversation import Conversation, Finish, ProviderError, StreamEvent
-from services.gateway.model_call import ModelCall, context_length_error, tokenize_a_first_prompt
+from services.gateway.model_call import ModelCall, context_length_error
 from services.gateway.request_checks import RAW_BODY, check_conversation, prompt_token_floor, read_json
 from services.gateway.splice import SpliceMode
 from services.gateway.state import GatewayState, open_state
@@ -97,13 +96,6 @@ async def bind_rollout(request: web.Request, serving: str | None = None) -> tupl
 async def _served(state: GatewayState, key: str | None, serving: str) -> None:
     if key:
         await state.tips.served(key, serving)
-
-
-async def _unbound(state: GatewayState, binding: asyncio.Future[Any], key: str | None, serving: str) -> None:
-    """A call given up before its binding was awaited: once the binding's script has run, take its mark off."""
-    with contextlib.suppress(Exception):
-        await binding
-    await _served(state, key, serving)
 
 
 # --- infrastructure incidents (shared/incidents.py) ------------------------------------------------------
@@ -171,11 +163,14 @@ async def model_call(
     adapter = request.app[ADAPTERS_KEY][api]
     request[metrics.PROVIDER_KEY] = api
     serving = capture_state.SERVING_PREFIX + unique_hex(16)
-    key = rollout_key_of(request)
-    # The binding's Redis script runs while the body is read and parsed (and a chain's first prompt starts to
-    # tokenize): the call waits for the slower of them, not for each in turn. Its errors still come first.
-    binding = asyncio.ensure_future(state.directory.resolve_deferred(key, serving))
-    first_prompt: asyncio.Future[Any] | None = None
+    try:
+        with binding_errors():
+            key = rollout_key_of(request)
+            rollout, rollout_state, recheck = await state.directory.resolve_deferred(key, serving)
+    except ProviderError as error:
+        state.track(_served(state, rollout_key_of(request), serving))
+        return error_response(adapter, error)
+    bound = time.monotonic()
     try:
         body = await read_json(request, state.settings.max_request_bytes)
         conversation: Conversation = parse_request(adapter, body, model=model, stream=stream)
@@ -185,25 +180,14 @@ async def model_call(
             too_long = context_length_error(adapter, limit, floor)  # at least ``floor``: not worth tokenizing
             too_long.context_overflow_at_least = True
             raise too_long
-        first_prompt = tokenize_a_first_prompt(state.splicer.chat_format, conversation)
-        unreadable = None
     except ProviderError as error:
-        unreadable = error
+        state.track(_served(state, rollout.rollout_key, serving))
+        await note_context_overflow(state, rollout, error)
+        return error_response(adapter, error)
     except BaseException:  # e.g. the client went away mid-body: the binding's mark must not outlive the call
-        state.track(_unbound(state, binding, key, serving))
+        state.track(_served(state, rollout.rollout_key, serving))
         raise
     parsed = time.monotonic()
-    try:
-        with binding_errors():
-            rollout, rollout_state, recheck = await binding
-    except ProviderError as error:
-        state.track(_served(state, key, serving))
-        return error_response(adapter, error)
-    bound = time.monotonic()
-    if unreadable is not None:
-        state.track(_served(state, rollout.rollout_key, serving))
-        await note_context_overflow(state, rollout, unreadable)
-        return error_response(adapter, unreadable)
     if api == "gemini":
         conversation.sse = request.query.get("alt") == "sse"
     with bind(run_id=rollout.run_id, rollout_id=rollout.rollout_id):
@@ -212,18 +196,9 @@ async def model_call(
             await note_incident(state, rollout, refusal)
             return error_response(adapter, refusal)
         call = ModelCall(
-            state,
-            rollout,
-            rollout_state,
-            conversation,
-            adapter,
-            request[RAW_BODY],
-            arrived,
-            serving,
-            recheck,
-            first_prompt,
+            state, rollout, rollout_state, conversation, adapter, request[RAW_BODY], arrived, serving, recheck
         )
-        call.timings.parsed, call.timings.bound = parsed, bound
+        call.timings.bound, call.timings.parsed = bound, parsed
         try:
             await call.start()
         except ProviderError as error:

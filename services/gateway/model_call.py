@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 from services.gateway.binding import BoundRollout, Recheck, binding_errors
 from services.gateway.capture import CallRecord
-from services.gateway.chat_format import ChatFormat, TooLongForTheLoop, on_the_loop
+from services.gateway.chat_format import TooLongForTheLoop, on_the_loop
 from services.gateway.conversation import (
     Completion,
     Conversation,
@@ -93,11 +93,11 @@ def upstream_provider_error(
 
 @dataclass
 class Timings:
-    """Monotonic times of one call's stages (the app sets ``parsed`` and ``bound``)."""
+    """Monotonic times of one call's stages (the app sets ``bound`` and ``parsed``)."""
 
     arrived: float
-    parsed: float = 0.0
     bound: float = 0.0
+    parsed: float = 0.0
     planned: float = 0.0
     upstream_sent: float = 0.0
     first_token: float = 0.0
@@ -110,12 +110,12 @@ class Timings:
 
     def stages_ms(self) -> dict[str, float]:
         """Where the call's time went, in order (``notes.gateway_ms``; ``docs/perf/gateway.md`` reads them):
-        parse (body, JSON, adapter; the binding's Redis script runs meanwhile) → bind (what is left of the binding's
-        wait, or the database) → plan (digests, tip ids, suffix render and tokenization) → send (pool check,
-        request) → upstream first token → sampling → commit (tip compare-and-set, queueing the record)."""
+        bind (Redis state, or the database) → parse (body, JSON, adapter) → plan (digests, tip ids, suffix render
+        and tokenization) → send (pool check, request) → upstream first token → sampling → commit (tip
+        compare-and-set, queueing the record)."""
         marks = [
-            ("parse", self.parsed),
             ("bind", self.bound),
+            ("parse", self.parsed),
             ("plan", self.planned),
             ("send", self.upstream_sent),
             ("upstream_first_token", self.first_token),
@@ -142,12 +142,8 @@ class ModelCall:
         arrived: float,
         serving: str | None = None,
         recheck: Recheck | None = None,
-        first_prompt: asyncio.Future[Any] | None = None,
     ) -> None:
         self.state = state
-        self.first_prompt = first_prompt
-        """The conversation's turns being tokenized in a thread since the request was parsed
-        (``tokenize_a_first_prompt``); the plan waits for it, then finds them in the turn cache."""
         self.serving = serving
         """This call's mark in the rollout's pending set while it is served (replaced by its id on commit)."""
         self.recheck = recheck
@@ -178,8 +174,6 @@ class ModelCall:
 
     async def _plan(self) -> SplicePlan:
         state, conversation, key = self.state, self.conversation, self.rollout.rollout_key
-        if self.first_prompt is not None:  # its errors are the plan's own, raised below where they belong
-            await asyncio.wait([self.first_prompt])
         splicer = state.splicer
         self.digest = digest = ConversationDigest(conversation)
         choice = splicer.choose(digest, self.rollout_state.tips)
@@ -471,47 +465,6 @@ async def on_the_loop_or_in_a_thread(
         except TooLongForTheLoop:
             pass
     return await asyncio.to_thread(work)
-
-
-def tokenize_a_first_prompt(
-    chat_format: ChatFormat, conversation: Conversation
-) -> asyncio.Future[Any] | None:
-    """Start tokenizing a chain's first prompt while the call's binding is read; None where there is nothing to
-    start.
-
-    A conversation with no assistant turn cannot extend a chain, so its plan renders and tokenizes it whole (a
-    rollout's first call, or that call again). Its turns are tokenized here at once — on the event loop where
-    they are in the turn cache or small (a GRPO group's next rollout: its first prompt is the group's), else in a
-    thread — so the plan, once the binding is in hand, finds them in the turn cache and runs on the loop. The
-    binding's Redis script and the tokenizer then overlap instead of running one after the other; the ids are
-    the plan's own (the turn cache is exact), only earlier."""
-    if (
-        chat_format.turns is None
-        or len(conversation.messages) > LOOP_MESSAGES
-        or any(message.role == "assistant" for message in conversation.messages)
-    ):
-        return None
-    try:
-        text = chat_format.render_text(conversation.messages, conversation.tools, add_generation_prompt=True)
-    except Exception:  # the plan says why, in the caller's terms
-        return None
-    if len(text) <= LOOP_TEXT_CHARS:
-        try:
-            with on_the_loop(LOOP_TOKENIZE_CHARS):
-                chat_format.encode_turns(text)
-            return None
-        except TooLongForTheLoop:
-            pass
-        except Exception:  # the plan says why
-            return None
-    started = asyncio.ensure_future(asyncio.to_thread(chat_format.encode_turns, text))
-    started.add_done_callback(_read_quietly)  # a call refused before its plan never looks at it
-    return started
-
-
-def _read_quietly(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()
 
 
 async def _outcome(task: asyncio.Task[Any] | None) -> BaseException | None:

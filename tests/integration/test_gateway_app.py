@@ -162,8 +162,7 @@ def test_malformed_json_and_bad_fields_are_400(
 
 
 def test_a_bad_key_is_answered_before_a_bad_body(gateway_server, scripted_policy, db):  # type: ignore[no-untyped-def]
-    """The body is read and parsed while the key's binding is looked up; an unknown key is still the answer
-    (401), whatever the body."""
+    """An unknown key is the answer (401), whatever the body: the binding comes before the body is read."""
     before = count_calls(db)
     for payload in (b"{not json", b"[1, 2]", b'{"model": "policy"}'):
         response = httpx.post(
@@ -181,9 +180,9 @@ def test_a_bad_key_is_answered_before_a_bad_body(gateway_server, scripted_policy
 def test_a_client_gone_mid_body_leaves_no_call_marked_as_served(
     gateway_server, scripted_policy, make_rollout, db, redis_client
 ):  # type: ignore[no-untyped-def]
-    """A harness that hangs up halfway through sending its request: the binding (read while the body arrives)
-    marked the call as being served; the mark goes, so the rollout's flush barrier does not wait for a call
-    that will never be recorded, and nothing is recorded or sent upstream."""
+    """A harness that hangs up halfway through sending its request: the binding (read before the body) marked
+    the call as being served; the mark goes, so the rollout's flush barrier does not wait for a call that will
+    never be recorded, and nothing is recorded or sent upstream."""
     from urllib.parse import urlsplit
 
     from shared import capture_state

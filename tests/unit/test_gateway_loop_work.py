@@ -5,19 +5,17 @@
 from __future__ import annotations
 
 import threading
-import uuid
 from pathlib import Path
 
 import pytest
 
-from services.gateway.chat_format import ChatFormat, TooLongForTheLoop, on_the_loop
+from services.gateway.chat_format import ChatFormat
 from services.gateway.conversation import Conversation, Message
 from services.gateway.model_call import (
     LOOP_MESSAGES,
     LOOP_TEXT_CHARS,
     LOOP_TOKENIZE_CHARS,
     on_the_loop_or_in_a_thread,
-    tokenize_a_first_prompt,
 )
 
 pytestmark = pytest.mark.unit
@@ -65,61 +63,3 @@ async def test_an_error_on_the_loop_is_the_caller_s() -> None:
 
     with pytest.raises(ValueError, match="template refused"):
         await on_the_loop_or_in_a_thread(conversation(2), broken)
-
-
-# --- a chain's first prompt, tokenized while the binding is read ---------------------------------------------
-
-
-def first_prompt(lines: int, *, answered: bool = False) -> Conversation:
-    """A rollout's first request (system and user turns, a user turn of ``lines`` lines no cache has seen), or
-    with ``answered`` the same after the model's reply and a new user turn."""
-    messages = [
-        Message("system", "You are terse."),
-        Message("user", f"task {uuid.uuid4()}\n" + "def f(x):\n    return x + 1\n" * lines),
-    ]
-    if answered:
-        messages += [Message("assistant", "done"), Message("user", "and now?")]
-    return Conversation("openai_chat", messages)
-
-
-def rendering(chat_format: ChatFormat, conv: Conversation) -> str:
-    return chat_format.render_text(conv.messages, conv.tools, add_generation_prompt=True)
-
-
-async def test_a_long_first_prompt_is_tokenized_in_a_thread_so_its_plan_fits_the_loop(
-    chat_format: ChatFormat,
-) -> None:
-    conv = first_prompt(LOOP_TOKENIZE_CHARS // 10)
-    text = rendering(chat_format, conv)
-    with pytest.raises(TooLongForTheLoop), on_the_loop(LOOP_TOKENIZE_CHARS):
-        chat_format.encode_turns(text)  # more than the loop may tokenize
-
-    started = tokenize_a_first_prompt(chat_format, conv)
-    assert started is not None
-    encoded_by = await started
-    with on_the_loop(0):  # every turn is in the turn cache now: the plan tokenizes nothing
-        ids = chat_format.encode_turns(text)
-    assert ids == encoded_by == chat_format.encode(text)
-    assert tokenize_a_first_prompt(chat_format, conv) is None  # the group's next rollout: all on the loop
-
-
-async def test_a_short_first_prompt_is_tokenized_on_the_loop_at_once(chat_format: ChatFormat) -> None:
-    conv = first_prompt(2)
-    assert tokenize_a_first_prompt(chat_format, conv) is None
-    text = rendering(chat_format, conv)
-    with on_the_loop(0):  # its turns were tokenized (and kept) by the call above
-        ids = chat_format.encode_turns(text)
-    assert ids == chat_format.encode(text)
-
-
-@pytest.mark.parametrize("why", ["answered", "messages"])
-async def test_a_conversation_that_may_extend_a_chain_is_left_to_its_plan(
-    chat_format: ChatFormat, why: str
-) -> None:
-    conv = first_prompt(LOOP_TOKENIZE_CHARS // 10, answered=why == "answered")
-    if why == "messages":
-        conv.messages += [Message("user", f"more {i}") for i in range(LOOP_MESSAGES)]
-    assert chat_format.turns is not None
-    misses = chat_format.turns.misses
-    assert tokenize_a_first_prompt(chat_format, conv) is None
-    assert chat_format.turns.misses == misses  # nothing was tokenized
