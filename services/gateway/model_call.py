@@ -12,9 +12,10 @@ is done; the call stops being pending once its rows are in as well (``recorder.p
 
 Concurrency: the handler's task owns a ``ModelCall``; nothing is locked while sampling, so a rollout's parallel
 calls (sub-agents) sample concurrently, and the tip's compare-and-set decides which of two racing extensions wins
-(the other becomes a ``retry`` fork). The retemplate drift check runs alongside sampling (as a task started once
-the request is out: on the loop where small, else in a thread); when it is not done by the commit, the record waits
-for it in the writer, off the reply's path.
+(the other becomes a ``retry`` fork). What the commit needs but the request does not — the new tip's message
+digests — and the retemplate drift check run alongside sampling (a task started once the request is out: on the
+loop where small, else in a thread); when the drift check is not done by the commit, the record waits for it in the
+writer, off the reply's path.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ from shared.sampling_seed import call_seed
 
 log = logging.getLogger("harnessrl.gateway")
 T = TypeVar("T")
+Drift = tuple[bool, RetemplateCut | None]
+"""The drift check's answer: whether a from-scratch render would have given other ids, and where the next resumes."""
 
 # The status each vendor answers "overloaded" with (Anthropic's own 529); everything else uses 503.
 OVERLOADED_STATUS = {"anthropic_messages": 529}
@@ -161,7 +164,8 @@ class ModelCall:
         self._tip_ids: PromptIds | None = None
         self._upstream: AsyncIterator[SampledChunk] | None = None
         self._first: SampledChunk | None = None
-        self._drift: asyncio.Future[tuple[bool, RetemplateCut | None]] | None = None
+        self._drift: asyncio.Future[Drift | None] | None = None
+        """The work done while the model reads the prompt (``_while_the_model_reads``)."""
         self._labelled_version: int | None = None
         self._lora_adapter: str | None = None
         self.context_limit = state.settings.max_model_len
@@ -184,9 +188,7 @@ class ModelCall:
                 choice = Choice(None, None, None, False)
 
         def build() -> SplicePlan:
-            plan = splicer.plan(conversation, digest, choice, self._tip_ids)
-            digest.digests()  # the new tip's message digests, computed here rather than before the reply
-            return plan
+            return splicer.plan(conversation, digest, choice, self._tip_ids)
 
         try:
             return await on_the_loop_or_in_a_thread(conversation, build)
@@ -234,8 +236,7 @@ class ModelCall:
             self._upstream = _whole(client.complete(plan.prompt, **sampling))
         # Made before the first ``anext`` sends the request, the re-read's task starts once the request is out.
         checking = asyncio.create_task(self.recheck()) if self.recheck is not None else None
-        if state.measure_drift and state.splicer.mode == "splice":
-            self._drift = self._check_drift(plan)
+        self._drift = self._while_the_model_reads(plan)
         try:
             self._first = await anext(self._upstream)
             self.timings.first_token = time.monotonic()
@@ -252,16 +253,23 @@ class ModelCall:
             with binding_errors():
                 raise refused
 
-    def _check_drift(self, plan: SplicePlan) -> asyncio.Future[tuple[bool, RetemplateCut | None]]:
-        """The retemplate drift check, run while the model works on the prompt: on the event loop right after the
-        request went out where it is small (``on_the_loop_or_in_a_thread``), else in a thread."""
-        splicer, conversation, tip_ids = self.state.splicer, self.conversation, self._tip_ids
+    def _while_the_model_reads(self, plan: SplicePlan) -> asyncio.Future[Drift | None]:
+        """Work the request does not wait for, run while the model works on the prompt: the new tip's message
+        digests (the commit's; the digests of a chain's first prompt cost ~0.1 ms at 2k tokens), then, in splice
+        mode where it is measured, the retemplate drift check (None where not). On the event loop right after the
+        request went out where it is small (``on_the_loop_or_in_a_thread``; a conversation with more than
+        ``LOOP_DIGEST_CHARS`` characters to digest counts as large), else in a thread."""
+        state, digest, conversation, tip_ids = self.state, self.digest, self.conversation, self._tip_ids
+        assert digest is not None
+        measured = state.measure_drift and state.splicer.mode == "splice"
+
+        def work() -> Drift | None:
+            digest.digests()
+            return state.splicer.drift(conversation, plan, tip_ids) if measured else None
+
+        small = digest.undigested_chars() <= LOOP_DIGEST_CHARS
         return asyncio.ensure_future(
-            on_the_loop_or_in_a_thread(
-                conversation,
-                lambda: splicer.drift(conversation, plan, tip_ids),
-                text=plan.text,
-            )
+            on_the_loop_or_in_a_thread(conversation, work, text=plan.text, small=small)
         )
 
     def _cancel_drift(self) -> None:
@@ -325,8 +333,10 @@ class ModelCall:
         pending_drift, self._drift = self._drift, None
         if pending_drift is not None and pending_drift.done():
             if not pending_drift.cancelled() and pending_drift.exception() is None:
-                drifted, cut = pending_drift.result()
+                drifted, cut = pending_drift.result() or (None, None)
             pending_drift = None
+        elif not (self.state.measure_drift and self.state.splicer.mode == "splice"):
+            pending_drift = None  # only the digests were left: the commit computes what they lack
         policy_version, version_source = self._policy_version()
         try:
             call_id = await state.call_ids.take()
@@ -391,12 +401,12 @@ class ModelCall:
         if timings.first_byte is not None:
             metrics.CALL_TTFB_SECONDS.labels(self.adapter.API).observe(timings.first_byte - timings.arrived)
 
-    async def _late_drift(
-        self, pending: asyncio.Future[tuple[bool, RetemplateCut | None]], chain_id: int, position: int
-    ) -> bool:
+    async def _late_drift(self, pending: asyncio.Future[Drift | None], chain_id: int, position: int) -> bool:
         """A drift check that outlived the reply: its flag goes into the record (the writer awaits this), its
         resume point onto the tip it belongs to."""
-        drifted, cut = await pending
+        result = await pending
+        assert result is not None  # a job that measures no drift is never waited for
+        drifted, cut = result
         if cut is not None:
             try:
                 await self.state.tips.set_retemplate(self.rollout.rollout_key, chain_id, position, cut)
@@ -445,6 +455,9 @@ LOOP_MESSAGES = 16
 template renders ~13 µs a message here (jinja), so ≤ ~0.2 ms."""
 LOOP_TEXT_CHARS = 64_000
 """…and its rendering, when the caller has it, at most this long (the drift check hashes it)."""
+LOOP_DIGEST_CHARS = 8_192
+"""…and at most this many characters of messages digested there after the request is out (~0.12 ms: digests cost
+~15 ns a character here, a quarter of the tokenizer's ~60)."""
 LOOP_TOKENIZE_CHARS = 2_048
 """…of which at most this many characters are tokenized there (~0.1 ms through tiktoken). A thread hop costs more
 than that on a busy 2-core VM (a futex wake, a GIL hand-off, the loop's wake-up); anything bigger — a chain's first
@@ -452,13 +465,18 @@ prompt, a long tool output, a long conversation — still goes to a thread (``do
 
 
 async def on_the_loop_or_in_a_thread(
-    conversation: Conversation, work: Callable[[], T], text: str | None = None
+    conversation: Conversation, work: Callable[[], T], text: str | None = None, small: bool = True
 ) -> T:
     """``work()`` (planning or the drift check: jinja and tokenizer work) on the event loop where it is small —
     ``conversation`` has at most ``LOOP_MESSAGES`` messages, ``text`` (its rendering, if known) at most
-    ``LOOP_TEXT_CHARS`` characters, and ``work`` tokenizes at most ``LOOP_TOKENIZE_CHARS`` of them — else all of it
-    in a thread. Awaited at once it runs before the caller's next step; as a task, at the loop's next turn."""
-    if len(conversation.messages) <= LOOP_MESSAGES and (text is None or len(text) <= LOOP_TEXT_CHARS):
+    ``LOOP_TEXT_CHARS`` characters, the caller does not know it to be large (``small``), and ``work`` tokenizes at
+    most ``LOOP_TOKENIZE_CHARS`` of them — else all of it in a thread. Awaited at once it runs before the caller's
+    next step; as a task, at the loop's next turn."""
+    if (
+        small
+        and len(conversation.messages) <= LOOP_MESSAGES
+        and (text is None or len(text) <= LOOP_TEXT_CHARS)
+    ):
         try:
             with on_the_loop(LOOP_TOKENIZE_CHARS):
                 return work()

@@ -118,6 +118,9 @@ class ConversationDigest:
         self.raw = [raw_digest(m) for m in self.messages]
         self._meaning: list[bytes | None] = [None] * len(self.messages)
         self.tools = tools_digest(conversation.tools)
+        self.rendering: str | None = None
+        """The template's text of the conversation once a plan rendered it (``Splicer.render_text``): a plan tried
+        on the event loop and given up there (``TooLongForTheLoop``) is not rendered again in its thread."""
 
     def __len__(self) -> int:
         return len(self.messages)
@@ -134,6 +137,14 @@ class ConversationDigest:
                 self._meaning[index] = other.meaning
             return True
         return self.roles[index] == other.role and self.meaning(index) == other.meaning
+
+    def undigested_chars(self) -> int:
+        """Characters of content in the messages whose meaning digest ``digests`` has yet to compute."""
+        return sum(
+            len(m.content) + len(m.reasoning or "")
+            for m, meaning in zip(self.messages, self._meaning, strict=True)
+            if meaning is None
+        )
 
     def digests(self) -> list[MessageDigest]:
         return [
@@ -313,13 +324,13 @@ class Splicer:
         """The prompt for ``choice``; ``tip_ids`` are the ids of ``choice.needs_ids``."""
         if choice.extends is not None:
             assert tip_ids is not None
-            plan = self._extend(conversation, choice.extends, tip_ids)
+            plan = self._extend(conversation, digest, choice.extends, tip_ids)
             if plan is not None:
                 return plan
             choice = self._fork(digest, choice.newest)  # retemplate mode: the tokens disagree
         newest = choice.newest
         if newest is None:
-            rendered = self._render(conversation)
+            rendered = self._render(conversation, digest)
             return SplicePlan(PromptIds(rendered.ids), rendered.ids, None, None, None, 0, rendered=rendered)
         if choice.reuse_prompt:
             assert tip_ids is not None
@@ -327,7 +338,7 @@ class Splicer:
             return SplicePlan(
                 prompt, prompt.ids, None, choice.fork_reason, newest.chain_id, 0, newest.call_id
             )
-        rendered = self._render(conversation)
+        rendered = self._render(conversation, digest)
         return SplicePlan(
             PromptIds(rendered.ids),
             rendered.ids,
@@ -339,16 +350,24 @@ class Splicer:
             rendered=rendered,
         )
 
-    def _render(self, conversation: Conversation) -> Retemplate:
-        text = self.chat_format.render_text(
-            conversation.messages, conversation.tools, add_generation_prompt=True
-        )
+    def render_text(self, conversation: Conversation, digest: ConversationDigest) -> str:
+        """The template's text of ``conversation`` with the generation prompt, rendered once per call."""
+        if digest.rendering is None:
+            digest.rendering = self.chat_format.render_text(
+                conversation.messages, conversation.tools, add_generation_prompt=True
+            )
+        return digest.rendering
+
+    def _render(self, conversation: Conversation, digest: ConversationDigest) -> Retemplate:
+        text = self.render_text(conversation, digest)
         return Retemplate(text, array("i", self.chat_format.encode_turns(text)))
 
-    def _extend(self, conversation: Conversation, tip: ChainTip, tip_ids: PromptIds) -> SplicePlan | None:
+    def _extend(
+        self, conversation: Conversation, digest: ConversationDigest, tip: ChainTip, tip_ids: PromptIds
+    ) -> SplicePlan | None:
         closing = [] if tip.closed else list(self.chat_format.closing_ids)
         if self.mode == "retemplate":
-            rendered = self._render(conversation)
+            rendered = self._render(conversation, digest)
             full = rendered.ids
             if full[: tip.ids_len] != tip_ids.ids:
                 return None
@@ -362,9 +381,7 @@ class Splicer:
                 tip.call_id,
                 rendered=rendered,
             )
-        text = self.chat_format.render_text(
-            conversation.messages, conversation.tools, add_generation_prompt=True
-        )
+        text = self.render_text(conversation, digest)
         segment = closing + self.chat_format.suffix_of(text, tip.end_of_turns + len(closing))
         return SplicePlan(
             tip_ids + segment, segment, tip, None, None, tip.position + 1, tip.call_id, text=text

@@ -118,6 +118,26 @@ def test_two_gateways_alternating_record_the_same_chain_as_one(
     assert [(reason, positions) for reason, positions, _ in chains] == [(None, [0, 1, 2, 3])]
 
 
+@pytest.mark.parametrize(
+    ("splice_mode", "measure_drift"),
+    [("splice", False), ("retemplate", True)],
+    ids=["no-drift-check", "retemplate"],
+)
+def test_a_gateway_that_checks_no_drift_extends_its_chains(
+    gateway_factory, scripted_policy, make_rollout, db, store, splice_mode: str, measure_drift: bool
+):  # type: ignore[no-untyped-def]
+    # the new tip's message digests are made while the model reads the prompt, with the drift check where there
+    # is one; where there is none, the commit must still find every digest the next call is matched against
+    gateway = gateway_factory(splice_mode=splice_mode, measure_drift=measure_drift)
+    ref = make_rollout()
+    converse([gateway.url], ref.rollout_key, 4)
+    chains = recorded(db, store, ref.rollout_id)
+    assert [(reason, positions) for reason, positions, _ in chains] == [(None, [0, 1, 2, 3])]
+    with session_scope(db) as session:
+        drifts = session.scalars(select(Call.retemplate_drift).where(Call.rollout_id == ref.rollout_id)).all()
+    assert drifts == [None] * 4
+
+
 def test_racing_extensions_in_two_gateways_extend_the_tip_once(
     gateway_factory, scripted_policy, make_rollout, db, store
 ):  # type: ignore[no-untyped-def]

@@ -123,6 +123,21 @@ def test_every_prompt_is_previous_prompt_plus_sampled_plus_suffix(chat_format: C
         messages = messages + [echo, Message("tool", f"ok {turn}", tool_call_id="other_id")]
 
 
+def test_only_messages_new_to_the_chain_are_left_to_digest(chat_format: ChatFormat) -> None:
+    # what the gateway digests after the request is out, and how it decides where (model_call.LOOP_DIGEST_CHARS)
+    driver = Driver(chat_format)
+    first = conv([SYSTEM, TASK])
+    assert ConversationDigest(first).undigested_chars() == len(SYSTEM.content) + len(TASK.content)
+    reply = bash_reply("ls")
+    driver.call(first, reply)
+    output = Message("tool", "a.txt\n" * 50, tool_call_id="call_1")
+    digest = ConversationDigest(conv([SYSTEM, TASK, reply, output]))
+    choice = driver.splicer.choose(digest, driver.tips)  # matching the tip's history takes its meanings
+    assert choice.extends is not None and digest.undigested_chars() == len(output.content)
+    digest.digests()
+    assert digest.undigested_chars() == 0
+
+
 def test_incremental_retemplate_equals_a_full_render(chat_format: ChatFormat) -> None:
     """The drift check tokenizes only what is new since the previous call's render; it must equal a full one."""
     driver = Driver(chat_format)
