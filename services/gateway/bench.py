@@ -17,8 +17,10 @@ For each worker count (1, then N):
   a prompt no call sent before (``new_chain``: every turn tokenized), the second the same prompt again
   (``new_chain_group``: its turns come from the gateway's turn cache, ``chat_format.TurnCache``);
 - **streaming**: the same three kinds of call, each with a plain-text reply streamed (2k prompt, the upstream
-  sleeps 10 ms per token): time to first byte and the delay between consecutive chunks, through the gateway and
-  direct;
+  sleeps 10 ms per token), ``--streaming-episodes`` of them: time to first byte and the delay between consecutive
+  chunks, through the gateway and direct; each call's prompt goes straight to the upstream at once after its
+  episode, and the TTFB the gateway adds is the p50 of those pairs' differences (as the added latency above), which
+  a spell of a slower VM moves far less than the difference of two p50s taken seconds apart;
 - **requests/s at concurrency 32 and 128**: two-call episodes (2k prompts) through the gateway, in groups of
   ``GROUP`` episodes that share their first prompt (a new one per group), then the same number of requests with
   the same prompt ids direct. Each side first runs one unmeasured round at that concurrency (the gateway's with
@@ -71,6 +73,10 @@ by half within minutes, single rounds ranged over 32-73 % of direct within one r
 alternations keep the sums steadier than the 512 episodes in 4 rounds used before."""
 THROUGHPUT_ROUNDS = 8
 """Gateway and direct rounds alternate this many times per concurrency level (the figures are their sums)."""
+STREAMING_EPISODES = 40
+"""Streamed episodes (~2.7 s each with their direct calls): 20 new prompts, 20 group's next, 40 spliced calls. With
+the 20 episodes used until 2026-12-06 and the difference of two p50s, a new prompt's TTFB over direct read +2.8 and
++6.0 ms in two runs of one build."""
 FILE_CREATE_SETTLED_US = 30.0
 """Creating a file under the data directory costs 12-19 µs of CPU on a quiet VM here (2026-12-05/06)."""
 FILE_CREATE_WAIT_S = 420.0
@@ -391,6 +397,10 @@ async def measure_streaming(
             f"{client.upstream_url}/script", json={"token_delay_s": 0.0, "scripts": prior_scripts}
         )
 
+    def added(kind: str) -> list[float]:
+        """Each call's TTFB less that of its own prompt sent direct right after its episode (ms)."""
+        return [(g[0] - d[0]) * 1000 for g, d in zip(through[kind], straight[kind], strict=True)]
+
     def summary(runs: list[list[float]]) -> dict[str, float]:
         gaps = [(b - a) * 1000 for marks in runs for a, b in zip(marks[:-2], marks[1:-1], strict=True)]
         return {
@@ -405,6 +415,9 @@ async def measure_streaming(
         kind: {
             "gateway": summary(through[kind]),
             "direct": summary(straight[kind]),
+            "ttfb_added_p50_ms": percentile(added(kind), 50),
+            "ttfb_added_p99_ms": percentile(added(kind), 99),
+            "calls": len(through[kind]),
             "stages_p50_ms": {s: percentile(v, 50) for s, v in stages[kind].items()},
         }
         for kind in KINDS
@@ -547,6 +560,7 @@ async def measure_gateway(
     meter: CpuMeter,
     workers: int,
     throughput_episodes: int = THROUGHPUT_EPISODES,
+    streaming_episodes: int = STREAMING_EPISODES,
 ) -> dict[str, Any]:
     results: dict[str, Any] = {"workers": workers, "load_start": load_average(), "latency": {}}
     async with aiohttp.ClientSession(
@@ -563,7 +577,10 @@ async def measure_gateway(
             results["latency"][f"{size // 1000}k"] = await measure_latency(
                 client, rollouts, store_dir, text, episodes
             )
-        results["streaming"] = await measure_streaming(client, rollouts, store_dir, text_2k, episodes)
+        if streaming_episodes:
+            results["streaming"] = await measure_streaming(
+                client, rollouts, store_dir, text_2k, streaming_episodes
+            )
         results["throughput"] = [
             await measure_throughput(client, rollouts, store_dir, text_2k, c, meter, throughput_episodes)
             for c in concurrencies
@@ -596,11 +613,12 @@ def print_table(results: dict[str, Any]) -> None:
                 row += f" {cell['added_p50_ms']:>10.1f} / {cell['added_p99_ms']:>6.1f} ms"
             click.echo(row + f" {runs[0]['latency'][size][kind]['direct_p50_ms']:>8.1f} ms")
     for r in runs:
-        for kind in KINDS:
+        for kind in KINDS if "streaming" in r else ():
             s = r["streaming"][kind]
             click.echo(
-                f"streaming {kind}, {r['workers']} worker(s): TTFB p50 {s['gateway']['ttfb_p50_ms']:.1f} ms vs "
-                f"direct {s['direct']['ttfb_p50_ms']:.1f}; inter-chunk p50/p99 "
+                f"streaming {kind}, {r['workers']} worker(s): TTFB added p50/p99 {s['ttfb_added_p50_ms']:.1f}/"
+                f"{s['ttfb_added_p99_ms']:.1f} ms over {s['calls']} calls (TTFB p50 {s['gateway']['ttfb_p50_ms']:.1f} "
+                f"ms vs direct {s['direct']['ttfb_p50_ms']:.1f}); inter-chunk p50/p99 "
                 f"{s['gateway']['inter_chunk_p50_ms']:.1f}/{s['gateway']['inter_chunk_p99_ms']:.1f} ms vs direct "
                 f"{s['direct']['inter_chunk_p50_ms']:.1f}/{s['direct']['inter_chunk_p99_ms']:.1f}"
             )
@@ -628,6 +646,12 @@ def print_table(results: dict[str, Any]) -> None:
 @click.option("--workers", default=2, show_default=True, help="N: measure 1 gateway process, then N.")
 @click.option("--sizes", default="2000,20000,60000", show_default=True, help="Prompt sizes in tokens.")
 @click.option("--episodes", default=20, show_default=True, help="Two-call episodes per prompt size.")
+@click.option(
+    "--streaming-episodes",
+    default=STREAMING_EPISODES,
+    show_default=True,
+    help="Streamed two-call episodes (half of them start a new prompt, half send their pair's again); 0: none.",
+)
 @click.option("--concurrency", default="32,128", show_default=True, help="Concurrency levels for requests/s.")
 @click.option(
     "--throughput-episodes",
@@ -647,6 +671,7 @@ def bench_gateway(
     workers: int,
     sizes: str,
     episodes: int,
+    streaming_episodes: int,
     concurrency: str,
     throughput_episodes: int,
     measure_drift: bool,
@@ -730,6 +755,7 @@ def bench_gateway(
                                 meter,
                                 count,
                                 throughput_episodes,
+                                streaming_episodes,
                             )  # fmt: skip
                         )
                     )

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.bench, pytest.mark.slow]
 def test_bench_gateway_json(settings_env: dict[str, str], tiny_model_dir: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "services.cli.main", "bench", "gateway", "--workers", "2", "--sizes", "2000",
-         "--episodes", "8", "--concurrency", "4", "--throughput-episodes", "32", "--settle-s", "20", "--json"],
+         "--episodes", "8", "--streaming-episodes", "8", "--concurrency", "4", "--throughput-episodes", "32", "--settle-s", "20", "--json"],
         capture_output=True, text=True, timeout=600,
         env={**settings_env, "OMP_NUM_THREADS": "1", "HARNESSRL_MODEL_DIR": str(tiny_model_dir)},
     )  # fmt: skip
@@ -42,6 +42,13 @@ def test_bench_gateway_json(settings_env: dict[str, str], tiny_model_dir: Path) 
             assert latency[kind]["gateway_p50_ms"] > 0 and latency[kind]["direct_p50_ms"] > 0
             streamed = run["streaming"][kind]
             assert streamed["gateway"]["ttfb_p50_ms"] > 0 and streamed["direct"]["inter_chunk_p50_ms"] > 0
+            # each streamed call is paired with its prompt sent direct: 8 episodes, half of them a new prompt
+            assert streamed["calls"] == (8 if kind == "spliced" else 4)
+            assert (
+                streamed["ttfb_added_p99_ms"]
+                >= streamed["ttfb_added_p50_ms"]
+                > -streamed["direct"]["ttfb_p50_ms"]
+            )
         # ~2k tokens of BPE for a new prompt; the group's second rollout finds every turn in the cache. Through tiktoken
         # (services/gateway/fast_bpe.py) the 2k-token turn is ~0.4 of a ~1 ms plan (render, digests and the rest are
         # the other 0.6), so the cached plan is shorter, not halved; the cache itself is tested in test_chat_format.py
