@@ -261,7 +261,7 @@ class ModelCall:
         ``LOOP_DIGEST_CHARS`` characters to digest counts as large), else in a thread."""
         state, digest, conversation, tip_ids = self.state, self.digest, self.conversation, self._tip_ids
         assert digest is not None
-        measured = state.measure_drift and state.splicer.mode == "splice"
+        measured = state.checks_drift
 
         def work() -> Drift | None:
             digest.digests()
@@ -335,7 +335,7 @@ class ModelCall:
             if not pending_drift.cancelled() and pending_drift.exception() is None:
                 drifted, cut = pending_drift.result() or (None, None)
             pending_drift = None
-        elif not (self.state.measure_drift and self.state.splicer.mode == "splice"):
+        elif not self.state.checks_drift:
             pending_drift = None  # only the digests were left: the commit computes what they lack
         policy_version, version_source = self._policy_version()
         try:

@@ -67,6 +67,11 @@ class GatewayState:
     _engine_limit: int | None = None
     _next_limit_probe: float = 0.0
 
+    @property
+    def checks_drift(self) -> bool:
+        """Whether a spliced call's retemplate drift is measured: splice mode with ``measure_drift`` on."""
+        return self.measure_drift and self.splicer.mode == "splice"
+
     def track(self, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` after the reply (e.g. a late drift update); finished before the state closes."""
         task = asyncio.create_task(work)
