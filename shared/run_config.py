@@ -28,14 +28,33 @@ bounds and their documentation exist once, here.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
+from pydantic_core import PydanticCustomError
 
 from shared.harnesses import HarnessConfig
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
 DEFAULT_LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def _true_false_or_auto(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """One error for a bad ``bool | "auto"`` (pydantic would give one per union member, at sub-locations)."""
+    try:
+        return handler(value)
+    except ValidationError:
+        raise PydanticCustomError("bool_or_auto", "Input should be true, false or 'auto'") from None
+
+
+BoolOrAuto = Annotated[bool | Literal["auto"], WrapValidator(_true_false_or_auto)]
 
 
 class _Section(BaseModel):
@@ -144,9 +163,12 @@ class GRPOConfig(_Section):
     one process), ``packed`` (the same blocks inside one forward per pack; CPU, sharded), ``flex`` (one
     block-sparse FlexAttention call per pack; CUDA), ``auto`` (flex on CUDA, else packed when sharded, else
     blocks)."""
-    bf16_autocast: bool = False
+    bf16_autocast: BoolOrAuto = False
     """bfloat16 compute with fp32 master weights, optimizer state and loss: autocast in one process or replicated,
-    FSDP2's ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)`` when sharded. Helps on AMX CPUs, GPUs."""
+    FSDP2's ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)`` when sharded. Helps on GPUs and CPUs with
+    native bf16 matmuls (AMX, AVX-512); on an AVX2-only CPU bf16 is emulated and a step ~18x slower than fp32.
+    ``auto``: bf16 where the learner's device computes it natively (``reconstruct.resolve_bf16``), else fp32; each
+    ``steps`` row records what was used (``metrics.compute_dtype``)."""
     seed: int = Field(0, ge=0, le=2**31 - 1)
     """Seeds torch and numpy in the learner."""
 

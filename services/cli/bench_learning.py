@@ -80,6 +80,7 @@ def table(
         + f"; eval {b.cut}/{b.samples} → {a.cut}/{a.samples} |",
         f"| steps | {len(result.steps)} learner steps, {sum(s['groups_trained'] for s in result.steps)} groups "
         f"trained, {sum(s['groups_zero_variance'] for s in result.steps)} without reward variance |",
+        f"| learner compute dtype | {', '.join(compute_dtypes(result.steps)) or 'no step trained'} |",
         f"| wall time | {result.wall_s / 60:.1f} min (eval before {b.wall_s / 60:.1f}, training "
         f"{result.stage_wall_s['train_s'] / 60:.1f}, eval after {a.wall_s / 60:.1f}) |",
     ]
@@ -92,6 +93,11 @@ def table(
     lines += _timing_rows(figures)
     lines.append(f"| PNG | {png} |")
     return "\n".join(lines)
+
+
+def compute_dtypes(steps: list[dict[str, Any]]) -> list[str]:
+    """The dtypes the learner computed the run's trained steps in (``metrics.compute_dtype`` of its steps rows)."""
+    return sorted({s["compute_dtype"] for s in steps if s.get("compute_dtype")})
 
 
 def comparison(arms: dict[int, dict[str, Any]]) -> dict[str, Any]:
@@ -166,6 +172,13 @@ def comparison_table(arms: dict[int, dict[str, Any]], verdict: dict[str, Any]) -
 @click.option("--eval-samples", type=int, help="Samples per eval task.")
 @click.option("--train-tasks", type=int, help="Distinct train tasks cycled through.")
 @click.option("--seed", type=int)
+@click.option(
+    "--bf16-autocast",
+    type=click.Choice(["auto", "true", "false"]),
+    callback=lambda _ctx, _param, value: {"true": True, "false": False}.get(value, value),
+    help="The learner's grpo.bf16_autocast (default: the recipe's, auto: bf16 where the CPU multiplies it "
+    "natively, else fp32).",
+)
 @click.option(
     "--holdout",
     type=click.Choice(["bugs", "families"]),

@@ -21,7 +21,9 @@ The recipe (``RECIPE``) is chosen for SmolLM2-135M-Instruct on ``swe_micro`` wit
   time per step of on-policy, with at least as much learning (the ``--compare-lags`` run).
 - all 48 train tasks in a seeded order: at 4 groups per step, step k+12 repeats step k's tasks, so steps 12-14
   retry the tasks of steps 0-2 after 12 updates.
-- bf16 autocast in the learner: the step is matmul-bound on AMX-capable CPUs; master weights stay fp32.
+- bf16 autocast in the learner where the CPU multiplies bf16 natively (``auto``: AVX-512, AMX): the step is
+  matmul-bound there; master weights stay fp32. An AVX2-only CPU emulates bf16 (a step ~18x slower, attempt 27),
+  so ``auto`` trains in fp32 there; the steps rows record which (``metrics.compute_dtype``).
 - eval: every task of the ``eval`` split (one held-out bug of each of the 16 functions) x 5 samples (80 samples,
   >= 64) at the same temperature, before and after. Training uses the ``train`` split (the other 48 bugs).
 
@@ -42,7 +44,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import click
 from sqlalchemy import text
@@ -74,7 +76,7 @@ class Recipe:
     every ``train_tasks / 4`` steps; 48 tasks and 15 steps make the last three steps sample exactly the first three's
     tasks again, so their reward difference compares like with like instead of tracking task difficulty (attempt 8 in
     docs/perf/learning.md: 32 tasks over 16 steps compared steps 0-2 with the tasks of steps 5-7)."""
-    bf16_autocast: bool = True
+    bf16_autocast: bool | Literal["auto"] = "auto"
     seed: int = 0
     runner_concurrency: int = 12
     grader_concurrency: int = 2
@@ -245,7 +247,8 @@ SELECT (SELECT sum(t.duration_s) FROM trajectories t JOIN rollouts r ON r.id = t
 """
 
 STEP_ROWS_SQL = """
-SELECT step, policy_version, loss, step_time_s, groups_trained, groups_zero_variance, reward_mean
+SELECT step, policy_version, loss, step_time_s, groups_trained, groups_zero_variance, reward_mean,
+       metrics->>'compute_dtype' AS compute_dtype
 FROM steps WHERE run_id = :run ORDER BY step
 """
 

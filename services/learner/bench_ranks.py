@@ -44,6 +44,7 @@ def worker(out_path: str, model_name: str, layout: str, shape_json: str) -> None
     from services.learner.bench import build_model
     from services.learner.distributed import init_from_env, shard_model
     from services.learner.memory import state_bytes
+    from services.learner.reconstruct import resolve_bf16
     from services.learner.synthetic import harness_batch
     from services.learner.types import TrainingBatch
 
@@ -65,7 +66,7 @@ def worker(out_path: str, model_name: str, layout: str, shape_json: str) -> None
     root_bytes = sum(p.numel() * p.element_size() for p in model.parameters()) - sum(layer_bytes)
     largest_group_bytes = max([root_bytes, *layer_bytes])
     if config.data_parallel == "fsdp":
-        shard_model(model, bf16=config.bf16_autocast)
+        shard_model(model, bf16=resolve_bf16(config.bf16_autocast, next(model.parameters()).device))
     optimizer = grpo.make_optimizer(model, config)
     shape = WorkloadShape(**json.loads(shape_json))
     batch = TrainingBatch(grpo.with_advantages(harness_batch(shape, seed=0).rollouts, config))

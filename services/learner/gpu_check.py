@@ -189,7 +189,7 @@ def bench(device: torch.device, layers: int) -> dict[str, Any]:
             warm,
             strategy,
             grpo.TokenObjective(warm, config, device),
-            bf16_autocast=config.bf16_autocast,
+            bf16_autocast=cuda,
         )
         # Warm the kernels of this batch's lengths too (FlexAttention compiles once per padded pack length).
         reconstruct.compute(model, batch, strategy, objective, units=measured[:1], bf16_autocast=cuda)

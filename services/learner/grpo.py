@@ -251,7 +251,7 @@ def _grpo_step(
         max_pack_tokens=config.max_pack_tokens,
         rank=rank,
         world_size=world_size,
-        bf16_autocast=config.bf16_autocast,
+        bf16_autocast=reconstruct.resolve_bf16(config.bf16_autocast, device),
         trie_attention=config.trie_attention,
     )
     logprobs = out.logprobs

@@ -67,6 +67,7 @@ from services.learner.distributed import broadcast, init_from_env
 from services.learner.loader import GroupSetAside, LoadedGroup, load_group
 from services.learner.policy import build_policy, served_dtype
 from services.learner.publish import PublishedWeights, put_weights, weights_key
+from services.learner.reconstruct import resolve_bf16
 from services.learner.types import TrainingBatch
 from shared.adapters import adapter_key
 from shared.busy_time import busy_seconds, generation_intervals
@@ -179,21 +180,22 @@ class Learner:
         torch.manual_seed(self.config.seed)
         np.random.seed(self.config.seed)
         sharded = self.world_size > 1 and self.config.data_parallel == "fsdp"
+        # build_policy puts the model on the GPU where there is one.
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.bf16 = resolve_bf16(self.config.bf16_autocast, device)
         self.model = build_policy(
             self.model_dir,
             lora=self.lora,
             activation_checkpointing=self.config.activation_checkpointing,
             shard=sharded,
-            bf16=self.config.bf16_autocast,
+            bf16=self.bf16,
         )
         self.publish_dtype = served_dtype(self.model_dir)
         self.vocab_size = int(cast(Any, self.model).config.vocab_size)
         self.optimizer = grpo.make_optimizer(self.model, self.config)
         self.reference = None
         if self.config.kl_coef:
-            self.reference = build_policy(
-                self.model_dir, shard=sharded, bf16=self.config.bf16_autocast
-            ).eval()
+            self.reference = build_policy(self.model_dir, shard=sharded, bf16=self.bf16).eval()
         self.checkpoints = CheckpointWriter(
             self.store, run_id, self.rank, self.world_size, self.config.keep_checkpoints
         )
@@ -488,6 +490,7 @@ class Learner:
             "set_aside": [{"group_id": g, "reason": r} for g, r in collected.set_aside],
             "stale_group_ids": collected.stale,
             "strategy": self.config.strategy,
+            "compute_dtype": "bfloat16" if self.bf16 else "float32",
             "weights_sha256": published.sha256,
             "commit_prepare_s": time.perf_counter() - started - m["step_time_s"],
             "load_s": collected.load_s,

@@ -485,6 +485,20 @@ def resolve_trie_attention(choice: str, device: torch.device, sharded: bool = Fa
     return choice
 
 
+def resolve_bf16(choice: bool | str, device: torch.device) -> bool:
+    """Whether the learner computes in bfloat16 (``GRPOConfig.bf16_autocast``): ``choice`` itself, or for ``auto``
+    whether ``device`` multiplies bf16 natively: a CUDA device with bf16 support, a CPU whose oneDNN has bf16
+    kernels (AVX-512, AMX). An AVX2-only CPU emulates bf16: a SmolLM2-135M step measured ~18x slower than fp32
+    (docs/perf/learning.md, attempt 27), so ``auto`` keeps it in fp32."""
+    if isinstance(choice, bool):
+        return choice
+    if choice != "auto":
+        raise ValueError(f"unknown bf16_autocast {choice!r}; choose true, false or auto")
+    if device.type == "cuda":
+        return bool(torch.cuda.is_bf16_supported())
+    return device.type == "cpu" and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
 def is_sharded(model: torch.nn.Module) -> bool:
     """Whether ``model`` is sharded with FSDP2 (``torch.distributed.fsdp.fully_shard``)."""
     from torch.distributed.fsdp import FSDPModule

@@ -531,7 +531,7 @@ GRPO_WALK: dict[str, tuple[Any, Any]] = {
     "strategy": ("per_request", "dense"),
     "max_pack_tokens": (4096, 4096.5),
     "trie_attention": ("blocks", "dense"),
-    "bf16_autocast": (True, 1),
+    "bf16_autocast": ("auto", 1),
     "seed": (7, "7"),
     "data_parallel": ("replicate", "ddp"),
     "activation_checkpointing": (True, "on"),

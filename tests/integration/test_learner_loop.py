@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+import torch
 from safetensors.torch import load
 from sqlalchemy import select
 
@@ -247,6 +248,24 @@ def test_overlong_penalty_trains_a_group_whose_right_answers_differ_only_in_bein
             assert step.reward_mean == 1.0
             assert step.metrics["cut_fraction"] == (0.5 if trained else 0.0)
             assert (step.tokens > 0) == bool(trained)
+
+
+@pytest.mark.parametrize(("setting", "dtype"), [(False, "float32"), (True, "bfloat16"), ("auto", None)])
+def test_each_step_records_the_dtype_the_learner_computed_in(  # type: ignore[no-untyped-def]
+    settings, db, learner_run, setting, dtype
+) -> None:
+    """``bf16_autocast`` true/false stand; ``auto`` resolves on the learner's device (bf16 where its CPU multiplies
+    bf16 natively) and the steps row says which, so a run's SQL tells an fp32 step from a bf16 one."""
+    from services.learner.reconstruct import resolve_bf16
+
+    if dtype is None:
+        dtype = "bfloat16" if resolve_bf16("auto", torch.device("cpu")) else "float32"
+    run = learner_run(groups_per_step=1, bf16_autocast=setting)
+    run.add_group([1.0, 0.0, 0.5, 0.0], seed=1)
+    assert _step_once(settings, run.run_id) is not None
+    with session_scope(db) as session:
+        step = session.scalars(select(Step).where(Step.run_id == run.run_id)).one()
+        assert step.groups_trained == 1 and step.metrics["compute_dtype"] == dtype
 
 
 def test_learner_exits_when_its_run_is_over(settings, db, learner_run) -> None:  # type: ignore[no-untyped-def]

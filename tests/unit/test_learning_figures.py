@@ -134,6 +134,27 @@ def test_a_bad_grpo_setting_is_a_usage_error_before_anything_starts(pair: str, s
     assert result.exit_code == 2 and says in result.output, result.output
 
 
+@pytest.mark.parametrize(("flag", "sent"), [([], "auto"), (["--bf16-autocast", "false"], False)])
+def test_the_recipe_autocasts_where_the_cpu_computes_bf16_natively(flag: list[str], sent: object) -> None:
+    """The recipe leaves bf16 to the learner's CPU (``auto``); ``--bf16-autocast`` sets it for the training run."""
+    from dataclasses import replace
+
+    from click.testing import CliRunner
+
+    from services.api.schemas import RunCreate
+    from services.cli.bench_learning import bench_learning
+    from services.cli.learning import training_run_body
+
+    ctx = bench_learning.make_context("learning", flag)
+    recipe = replace(
+        RECIPE, **{k: v for k, v in ctx.params.items() if k == "bf16_autocast" and v is not None}
+    )
+    body = RunCreate.model_validate_json(json.dumps(training_run_body(recipe, "policy", ["factorial-1"])))
+    assert body.grpo.bf16_autocast == sent
+    refused = CliRunner().invoke(bench_learning, ["--bf16-autocast", "fast"])
+    assert refused.exit_code == 2 and "'fast' is not one of 'auto', 'true', 'false'" in refused.output
+
+
 def test_grpo_settings_reach_the_training_runs_config() -> None:
     from dataclasses import replace
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import platform
+
 import numpy as np
 import pytest
 import torch
@@ -124,6 +127,25 @@ def test_bf16_autocast_runs_close_to_fp32(tiny_policy, small_batch) -> None:  # 
     fp32 = reconstruct.compute(model, small_batch, "trie")
     bf16 = reconstruct.compute(model, small_batch, "trie", bf16_autocast=True)
     assert float((fp32.logprobs - bf16.logprobs).abs().mean()) < 0.05
+
+
+def _cpu_flags() -> set[str]:
+    with open("/proc/cpuinfo") as cpuinfo:
+        return next(
+            (set(line.split(":", 1)[1].split()) for line in cpuinfo if line.startswith("flags")), set()
+        )
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64" or not os.path.exists("/proc/cpuinfo"), reason="x86 Linux")
+def test_auto_bf16_is_what_the_cpu_multiplies_natively() -> None:
+    """``auto`` picks bf16 on a CPU with AVX-512 (oneDNN's bf16 kernels: avx512f/bw/vl/dq, or AMX), fp32 on an
+    AVX2-only CPU, where bf16 is emulated and a step ~18x slower; an explicit choice stands whatever the CPU."""
+    cpu = torch.device("cpu")
+    native = {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= _cpu_flags() or "amx_bf16" in _cpu_flags()
+    assert reconstruct.resolve_bf16("auto", cpu) is native
+    assert reconstruct.resolve_bf16(True, cpu) is True and reconstruct.resolve_bf16(False, cpu) is False
+    with pytest.raises(ValueError, match="unknown bf16_autocast 'fast'"):
+        reconstruct.resolve_bf16("fast", cpu)
 
 
 def test_unknown_strategy_is_refused(small_batch) -> None:  # type: ignore[no-untyped-def]
