@@ -21,7 +21,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from sqlalchemy import text
 
-from services.cli.learning import api
+from services.cli.learning import LearningResult, api
 from services.cli.up import running_suite
 from shared.db import make_engine
 from shared.harnesses import NAME_ALONE
@@ -205,6 +205,24 @@ def demo(
             raise click.ClickException(f"run ended {detail['status']}: {detail.get('error')}")
 
 
+def reward_table(result: LearningResult) -> Table:
+    """The learning demo's steps: each sampling step's reward and the learner step that trained on it (its loss,
+    groups, time and the dtype it computed in: bf16 only where the CPU multiplies it natively)."""
+    table = Table(title="Training reward per step (train split)")
+    for col in ("step", "reward", "loss", "groups trained", "step s", "dtype"):
+        table.add_column(col, justify="right")
+    steps = {s["step"]: s for s in result.steps}
+    for step, reward in enumerate(result.reward_per_step):
+        row = steps.get(step + 1, {})
+        table.add_row(
+            str(step), f"{reward:.2f}", "-" if row.get("loss") is None else f"{row['loss']:.4f}",
+            str(row.get("groups_trained", "-")),
+            "-" if row.get("step_time_s") is None else f"{row['step_time_s']:.0f}",
+            row.get("compute_dtype") or "-",
+        )  # fmt: skip
+    return table
+
+
 def learning_demo(quiet: bool) -> None:
     """Eval version 0, train, eval the last version on the small real model; print both and draw them."""
     from services.cli.learning import RECIPE, load_factor, plot, run_learning, suite_settings
@@ -237,18 +255,7 @@ def learning_demo(quiet: bool) -> None:
 
             result = run_learning(suite, suite.settings, recipe, progress_for)
         png = plot(result, Path(suite.settings.data_dir) / "demo" / f"{result.train_run}-learning.png")
-    table = Table(title="Training reward per step (train split)")
-    for col in ("step", "reward", "loss", "groups trained", "step s"):
-        table.add_column(col, justify="right")
-    steps = {s["step"]: s for s in result.steps}
-    for step, reward in enumerate(result.reward_per_step):
-        row = steps.get(step + 1, {})
-        table.add_row(
-            str(step), f"{reward:.2f}", "-" if row.get("loss") is None else f"{row['loss']:.4f}",
-            str(row.get("groups_trained", "-")),
-            "-" if row.get("step_time_s") is None else f"{row['step_time_s']:.0f}",
-        )  # fmt: skip
-    console.print(table)
+    console.print(reward_table(result))
     for name, ev in (("version 0", result.eval_before), ("last version", result.eval_after)):
         lo, hi = ev.interval
         console.print(

@@ -4,6 +4,7 @@ estimate the demo prints."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -167,3 +168,32 @@ def test_grpo_settings_reach_the_training_runs_config() -> None:
     assert body.grpo.kl_coef == 0.05 and body.grpo.normalize_std is True
     assert body.grpo.learning_rate == recipe.learning_rate and body.grpo.max_policy_lag == 1
     assert body.split == "train_families" and body.harness.name == "codeblock"
+
+
+def test_the_demo_reward_table_shows_each_learner_steps_dtype() -> None:
+    """A sampling step's row carries the learner step that trained on it (steps row ``step`` = sampling step + 1),
+    with the dtype that step computed in; a step without a learner row shows dashes."""
+    from rich.console import Console
+
+    from services.cli.demo import reward_table
+
+    before = after = EvalResult("a", 1, 8, [0], 1.0)
+    steps = [
+        {"step": 1, "loss": 0.5, "groups_trained": 3, "step_time_s": 41.0, "compute_dtype": "bfloat16"},
+        {"step": 2, "loss": -0.25, "groups_trained": 0, "step_time_s": 4.0, "compute_dtype": "float32"},
+    ]
+    result = LearningResult({}, "run", before, after, [0.25, 0.5, 0.75], steps, {}, 1.0)
+    console = Console(width=120, record=True)
+    console.print(reward_table(result))
+    rows = [
+        re.split("[│┃]", line)[1:-1]
+        for line in console.export_text().splitlines()
+        if line.startswith(("│", "┃"))
+    ]
+    cells = [[c.strip() for c in row] for row in rows]
+    assert cells[0] == ["step", "reward", "loss", "groups trained", "step s", "dtype"]
+    assert cells[1:] == [
+        ["0", "0.25", "0.5000", "3", "41", "bfloat16"],
+        ["1", "0.50", "-0.2500", "0", "4", "float32"],
+        ["2", "0.75", "-", "-", "-", "-"],
+    ]
