@@ -44,13 +44,14 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import click
 from sqlalchemy import text
 
 from shared.db import make_engine
 from shared.eval_stats import wilson_interval
+from shared.run_config import BoolOrAuto
 from shared.settings import Settings
 from shared.statuses import RUN_FINISHED
 from shared.trajectory import CUT_BY_LENGTH
@@ -76,7 +77,7 @@ class Recipe:
     every ``train_tasks / 4`` steps; 48 tasks and 15 steps make the last three steps sample exactly the first three's
     tasks again, so their reward difference compares like with like instead of tracking task difficulty (attempt 8 in
     docs/perf/learning.md: 32 tasks over 16 steps compared steps 0-2 with the tasks of steps 5-7)."""
-    bf16_autocast: bool | Literal["auto"] = "auto"
+    bf16_autocast: BoolOrAuto = "auto"
     seed: int = 0
     runner_concurrency: int = 12
     grader_concurrency: int = 2
