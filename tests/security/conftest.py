@@ -1,0 +1,77 @@
+"""The red-team suite's harness: an attack is a shell-harness rollout whose command is the attack, run by the real
+runner in the real sandbox, then graded by the real grader. ``attack(task, script)`` returns what it left on the
+rollout and its reward (``AttackResult``); each test asserts no host effect, the reward and the recorded reason.
+
+The gateways of ``tests/e2e/conftest.py`` are used as they are (the attack needs no model: its command runs with no
+model call, against a gateway whose upstream is down)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from services.grader.grade import GradeOutcome, grade_rollout
+from services.runner.rollout import Attempt, claim, execute_attempt
+from shared.db import session_scope
+from shared.models import Reward, Rollout
+from shared.tasks import Task
+from tests.e2e.conftest import dead_upstream_gateway, scripted_gateway  # noqa: F401 - fixtures used here
+
+pytestmark = [pytest.mark.e2e]
+
+
+@dataclass(frozen=True)
+class AttackResult:
+    """The rollout row after the attack ran and was graded (``reward`` None: no reward row was written)."""
+
+    rollout_id: str
+    status: str
+    outcome: str | None
+    outcome_reason: str | None
+    error: str | None
+    patch: bytes | None
+    meta: dict[str, Any]
+    reward: float | None
+    reward_row: dict[str, Any] | None
+    grading: GradeOutcome | None
+
+
+@pytest.fixture
+def attack(dead_upstream_gateway, sandbox, db, store, redis_client, make_rollouts) -> Callable[..., AttackResult]:  # type: ignore[no-untyped-def]  # noqa: F811
+    """``attack(task, script, grade=True, **run_config) -> AttackResult``: run ``script`` (sh) as the shell harness
+    of a one-rollout run of ``task`` (no retries), then grade it as the grader's task would."""
+
+    def run(task: Task, script: str, *, grade: bool = True, **config: Any) -> AttackResult:
+        settings = dead_upstream_gateway.settings.model_copy(update={"rollout_retries": 0})
+        _, _, [rollout_id] = make_rollouts(task, {"name": "shell", "command": f"{script}\n# {{instruction}}"}, **config)
+        attempt = claim(settings, db, store, rollout_id)
+        assert isinstance(attempt, Attempt), attempt
+        execute_attempt(settings, db, store, sandbox, attempt)
+        grading = None
+        if grade:
+            grading = grade_rollout(
+                rollout_id, db=db, store=store, sandbox=sandbox, redis_client=redis_client, timeout_s=120,
+                max_attempts=1,
+            )  # fmt: skip
+        with session_scope(db) as session:
+            row = session.get(Rollout, rollout_id)
+            assert row is not None
+            reward = session.query(Reward).filter_by(rollout_id=rollout_id).one_or_none()
+            patch = store.get_bytes(row.patch_key) if row.patch_key else None
+            return AttackResult(
+                rollout_id=rollout_id,
+                status=row.status,
+                outcome=row.outcome,
+                outcome_reason=row.outcome_reason,
+                error=row.error,
+                patch=patch,
+                meta=dict(row.meta),
+                reward=reward.reward if reward is not None else None,
+                reward_row={c.name: getattr(reward, c.name) for c in Reward.__table__.columns} if reward else None,
+                grading=grading,
+            )
+
+    return run
