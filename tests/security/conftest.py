@@ -2,8 +2,10 @@
 runner in the real sandbox, then graded by the real grader. ``attack(task, script)`` returns what it left on the
 rollout and its reward (``AttackResult``); each test asserts no host effect, the reward and the recorded reason.
 
-The gateways of ``tests/e2e/conftest.py`` are used as they are (the attack needs no model: its command runs with no
-model call, against a gateway whose upstream is down)."""
+A rollout that made no model call is not graded (the harness bypassed the gateway), so the attack's command first
+makes one chat call through the gateway (``MODEL_CALL``: the real gateway of ``tests/e2e/conftest.py`` in front of
+the scripted policy), then does its work; what it wants to show the test it writes into the workspace, where the
+stored patch carries it."""
 
 from __future__ import annotations
 
@@ -21,6 +23,16 @@ from shared.tasks import Task
 from tests.e2e.conftest import dead_upstream_gateway, scripted_gateway  # noqa: F401 - fixtures used here
 
 pytestmark = [pytest.mark.e2e]
+
+# One chat call through the gateway, as any harness makes; its reply is discarded. ``$HARNESSRL_ATTACK_BASE_URL``
+# is the rollout's OpenAI base URL (``.../v1``).
+MODEL_CALL = (
+    'python3 -c "import json, os, urllib.request; '
+    "body = json.dumps({'model': 'policy', 'messages': [{'role': 'user', 'content': 'hi'}], 'max_tokens': 4}); "
+    "req = urllib.request.Request(os.environ['HARNESSRL_ATTACK_BASE_URL'] + '/chat/completions', body.encode(), "
+    "{'Content-Type': 'application/json', 'Authorization': 'Bearer ' + os.environ['OPENAI_API_KEY']}); "
+    'urllib.request.urlopen(req, timeout=60).read()" >/dev/null 2>&1'
+)
 
 
 @dataclass(frozen=True)
@@ -40,13 +52,20 @@ class AttackResult:
 
 
 @pytest.fixture
-def attack(dead_upstream_gateway, sandbox, db, store, redis_client, make_rollouts) -> Callable[..., AttackResult]:  # type: ignore[no-untyped-def]  # noqa: F811
-    """``attack(task, script, grade=True, **run_config) -> AttackResult``: run ``script`` (sh) as the shell harness
-    of a one-rollout run of ``task`` (no retries), then grade it as the grader's task would."""
+def attack(
+    scripted_gateway, scripted_policy, sandbox, db, store, redis_client, make_rollouts
+) -> Callable[..., AttackResult]:  # type: ignore[no-untyped-def]  # noqa: F811
+    """``attack(task, script, grade=True, **run_config) -> AttackResult``: run ``script`` (sh, after one model call)
+    as the shell harness of a one-rollout run of ``task`` (no retries), then grade it as the grader's task would."""
 
     def run(task: Task, script: str, *, grade: bool = True, **config: Any) -> AttackResult:
-        settings = dead_upstream_gateway.settings.model_copy(update={"rollout_retries": 0})
-        _, _, [rollout_id] = make_rollouts(task, {"name": "shell", "command": f"{script}\n# {{instruction}}"}, **config)
+        settings = scripted_gateway.settings.model_copy(update={"rollout_retries": 0})
+        harness = {
+            "name": "shell",
+            "command": f"{MODEL_CALL}\n{script}\n# {{instruction}}",
+            "env": {"HARNESSRL_ATTACK_BASE_URL": "{base_url}"},
+        }
+        _, _, [rollout_id] = make_rollouts(task, harness, **config)
         attempt = claim(settings, db, store, rollout_id)
         assert isinstance(attempt, Attempt), attempt
         execute_attempt(settings, db, store, sandbox, attempt)
@@ -70,7 +89,9 @@ def attack(dead_upstream_gateway, sandbox, db, store, redis_client, make_rollout
                 patch=patch,
                 meta=dict(row.meta),
                 reward=reward.reward if reward is not None else None,
-                reward_row={c.name: getattr(reward, c.name) for c in Reward.__table__.columns} if reward else None,
+                reward_row={c.name: getattr(reward, c.name) for c in Reward.__table__.columns}
+                if reward
+                else None,
                 grading=grading,
             )
 
