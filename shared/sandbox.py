@@ -9,17 +9,29 @@ Isolation, when bubblewrap is installed (``ISOLATION_BWRAP``; facts in reference
   inside a user namespace would map to host root and make RLIMIT_NPROC void, hence the unprivileged uid.
 - Filesystem: /usr, /etc and the sandbox venv read-only (the venv is bound at its host path so its script
   shebangs work); the workspace at ``/workspace`` and HOME at ``/home/sandbox`` are the only writable host
-  paths; /tmp is a private, size-capped tmpfs. Nothing else of the host exists inside.
+  paths; /tmp (and HOME when none is given) and /dev/shm are private, size-capped tmpfs. bwrap's own root and
+  its /dev are tmpfs without a size: both are remounted read-only once set up, so every filesystem the command
+  can write to has a size (the device nodes, /dev/pts and /proc stay usable). Nothing else of the host exists
+  inside.
+- seccomp (``shared.seccomp``; the isolation string says ``seccomp=on``): a filter bwrap installs before the
+  command runs refuses with EPERM what an agent never needs (kernel modules, bpf, perf_event_open, userfaultfd,
+  keyrings, io_uring, mounts, kexec, swap, the host clock, file handles, ptrace, namespaces, ...) and kills a
+  process that makes a system call through another ABI. Where bwrap or the architecture cannot take the filter,
+  ``Sandbox`` refuses to start unless ``settings.sandbox_allow_no_seccomp`` (then ``seccomp=off (unsafe)``).
 - Network: only the namespace's own loopback. With ``gateway_socket`` the gateway's Unix socket is bound at
   ``/run/harnessrl/gateway.sock`` and a small forwarder (``_FORWARDER``) started inside listens on
   ``127.0.0.1:<gateway_port>``, so ``http://127.0.0.1:<port>`` reaches the gateway and nothing else does.
 - rlimits (inherited by everything inside): CPU seconds, address space, file size, processes, open files.
-- cgroups (when the worker is root and the v1 ``pids`` and ``memory`` hierarchies are writable; the isolation
-  string then ends in ``CGROUP_SUFFIX``): a pids and a memory cgroup per sandbox, nested under the worker's own,
-  so the process cap holds per sandbox (RLIMIT_NPROC counts all sandboxes of the uid together) and resident
-  memory is capped; an OOM kill inside is reported as ``killed_reason == "memory"``, and a fork refused at the
-  process cap kills the tree with ``killed_reason == "processes"`` (without cgroups the cap is RLIMIT_NPROC
-  alone, and reaching it is not reported).
+- cgroups (the isolation string then ends in ``CGROUP_SUFFIX``): a pids and a memory cgroup per sandbox, nested
+  under the worker's own, so the process cap holds per sandbox (RLIMIT_NPROC counts all sandboxes of the uid
+  together) and resident memory (swap included) is capped; an OOM kill inside is reported as
+  ``killed_reason == "memory"``, and a fork refused at the process cap kills the tree with
+  ``killed_reason == "processes"`` (without cgroups the cap is RLIMIT_NPROC alone, and reaching it is not
+  reported). Two ways, the first that works here: cgroup v2 (``_SandboxCgroupsV2``: the unified hierarchy has
+  the ``memory`` and ``pids`` controllers and this process may manage its own cgroup, as root or because the
+  host delegated it to the worker's user), or v1 (``_SandboxCgroups``: root, with the v1 ``pids`` and
+  ``memory`` hierarchies). With neither, ``Sandbox`` logs one warning at start: resident memory is then not
+  capped per sandbox (only the address space, by RLIMIT_AS).
 - Wall clock: on timeout the bwrap process is SIGKILLed; ``--die-with-parent`` then kills the namespace's
   init and the kernel kills every process in the PID namespace, including ``setsid``/double-forked ones.
 - Disk: a single file is capped by RLIMIT_FSIZE; total usage of the writable host dirs is watched while the
@@ -40,7 +52,9 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import functools
+import logging
 import os
 import resource
 import secrets
@@ -55,7 +69,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from shared.scratch import scratch_prefix
+from shared.seccomp import SeccompUnsupported, filter_program, program_fd
 from shared.settings import Settings
+
+log = logging.getLogger(__name__)
 
 DEFAULT_SANDBOX_VENV = Path("/opt/harnessrl/sandbox-venv")
 WORKSPACE_INSIDE = "/workspace"
@@ -63,10 +80,15 @@ HOME_INSIDE = "/home/sandbox"
 GATEWAY_SOCKET_INSIDE = "/run/harnessrl/gateway.sock"
 SYSTEM_PYTHON = "/usr/bin/python3"
 
-ISOLATION_BWRAP = "bwrap(uid={uid}; ns=user,pid,net,mount,ipc,uts,cgroup; rlimits=cpu,as,fsize,nproc,nofile)"
+ISOLATION_BWRAP = "bwrap(uid={uid}; ns=user,pid,net,mount,ipc,uts,cgroup; rlimits=cpu,as,fsize,nproc,nofile; seccomp={seccomp})"
+SECCOMP_ON = "on"
+SECCOMP_OFF = "off (unsafe)"
 CGROUP_SUFFIX = "; cgroup=pids,memory"
 CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PREFIX = "harnessrl-sandbox-"
+# v2: the processes of the worker's own cgroup move into this leaf, so the cgroup itself may enable controllers
+# for its children (the kernel's no-internal-process rule) and the sandboxes' cgroups sit beside the leaf.
+CGROUP_V2_WORKERS = "harnessrl-workers"
 STALE_CGROUP_AGE_S = 120.0
 # With a pids cgroup per sandbox, RLIMIT_NPROC (counted per uid, across every sandbox running as that uid) is
 # only a backstop; this factor keeps one sandbox's fork bomb from starving the others.
@@ -148,6 +170,7 @@ class SandboxLimits:
     disk_bytes: int
     tmpfs_bytes: int
     output_bytes: int = 1024 * 1024
+    shm_bytes: int = 64 * 1024**2  # the size of /dev/shm
     # Resident-memory cap of the sandbox's memory cgroup; None: the same as ``memory_bytes``. Raise
     # ``memory_bytes`` alone for runtimes that reserve far more address space than they use (V8, WASM).
     resident_memory_bytes: int | None = None
@@ -164,7 +187,8 @@ class SandboxLimits:
             max_processes=settings.sandbox_max_processes,
             open_files=settings.sandbox_open_files,
             disk_bytes=4 * settings.sandbox_file_size_bytes,
-            tmpfs_bytes=settings.sandbox_file_size_bytes,
+            tmpfs_bytes=settings.sandbox_tmpfs_bytes,
+            shm_bytes=settings.sandbox_shm_bytes,
         )
 
     def with_(self, **changes: float | int | None) -> SandboxLimits:
@@ -285,6 +309,24 @@ def _bwrap_probe(uid: int) -> str | None:
     return None
 
 
+@functools.cache
+def _seccomp_probe(uid: int, program: bytes) -> str | None:
+    """None if bwrap here installs ``program`` (``--seccomp FD``) and a command runs under it, else why not."""
+    fd = program_fd(program)
+    try:
+        argv = [*_setpriv(uid), "bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
+                "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--seccomp", str(fd), "--",
+                "/usr/bin/true"]  # fmt: skip
+        proc = subprocess.run(argv, capture_output=True, timeout=30, check=False, pass_fds=(fd,))
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap --seccomp probe failed: {exc}"
+    finally:
+        os.close(fd)
+    if proc.returncode != 0:
+        return f"bwrap cannot install the seccomp filter here: {proc.stderr.decode(errors='replace').strip()}"
+    return None
+
+
 def _setpriv(uid: int) -> list[str]:
     if os.geteuid() != 0:
         return []  # already unprivileged: bwrap runs as the calling user
@@ -386,6 +428,105 @@ class _SandboxCgroups:
         _PENDING_CGROUPS.difference_update(d for d in list(_PENDING_CGROUPS) if not d.exists())
 
 
+class _SandboxCgroupsV2(_SandboxCgroups):
+    """A per-sandbox cgroup in the v2 (unified) hierarchy, a child of ``base`` (the worker's own cgroup, set up by
+    ``_cgroup2_base``): ``memory.max`` caps its resident memory, ``memory.swap.max`` = 0 keeps it from spilling
+    into swap, ``pids.max`` caps its processes; ``memory.events`` and ``pids.events`` say what happened."""
+
+    def __init__(
+        self, limits: SandboxLimits, base: Path, controllers: Sequence[str] = ("memory", "pids")
+    ) -> None:
+        directory = base / f"{CGROUP_PREFIX}{secrets.token_hex(6)}"
+        self.dirs = {}
+        try:
+            directory.mkdir()
+            self.dirs["unified"] = directory
+            resident = str(limits.resident_memory_bytes or limits.memory_bytes)
+            if "pids" in controllers:
+                (directory / "pids.max").write_text(str(limits.max_processes))
+            if "memory" in controllers:
+                (directory / "memory.max").write_text(resident)
+                with contextlib.suppress(FileNotFoundError):  # absent without swap accounting
+                    (directory / "memory.swap.max").write_text("0")
+        except BaseException:
+            self.close()
+            raise
+        self.procs_files = [str(directory / "cgroup.procs")]
+
+    def _events(self, name: str) -> dict[str, int]:
+        try:
+            text = (self.dirs["unified"] / name).read_text()
+        except (KeyError, OSError):
+            return {}
+        return {k: int(v) for k, v in (line.split() for line in text.splitlines() if len(line.split()) == 2)}
+
+    def pids_limit_hit(self) -> bool:
+        return self._events("pids.events").get("max", 0) > 0
+
+    def oom_killed(self) -> bool:
+        return self._events("memory.events").get("oom_kill", 0) > 0
+
+
+def _cgroup2_own() -> Path | None:
+    """This process's cgroup directory in the v2 (unified) hierarchy, if one is mounted (``/sys/fs/cgroup`` on a
+    v2 host, ``/sys/fs/cgroup/unified`` on a hybrid one)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return None
+    own = next((line[3:] for line in lines if line.startswith("0::")), None)
+    if own is None:
+        return None
+    for mount in mounts:
+        fields, _, tail = mount.partition(" - ")
+        if tail.split(" ", 1)[0] == "cgroup2":
+            directory = Path(fields.split()[4]) / own.lstrip("/")
+            if directory.is_dir():
+                return directory
+    return None
+
+
+def _cgroup2_base(controllers: Sequence[str] = ("memory", "pids")) -> Path:
+    """The v2 cgroup the sandboxes' cgroups are made in (this worker's own), ready for them: its processes moved
+    into the ``CGROUP_V2_WORKERS`` leaf (the root cgroup needs no leaf) and ``controllers`` enabled for its
+    children. Raises OSError saying why not (no v2 hierarchy, a controller bound to v1 or not delegated, no
+    permission: the host did not delegate this cgroup to the worker's user)."""
+    own = _cgroup2_own()
+    if own is None:
+        raise OSError("no cgroup v2 hierarchy is mounted")
+    wanted = set(controllers)
+    if own.name == CGROUP_V2_WORKERS and wanted <= set(
+        (own.parent / "cgroup.subtree_control").read_text().split()
+    ):
+        return own.parent  # another worker of this cgroup set it up already (or this one, before a fork)
+    missing = wanted - set((own / "cgroup.controllers").read_text().split())
+    if missing:
+        raise OSError(
+            f"the cgroup v2 hierarchy at {own} lacks the {', '.join(sorted(missing))} controller(s) (bound to a v1 "
+            "hierarchy, or not delegated to this cgroup)"
+        )
+    enable = " ".join(f"+{c}" for c in sorted(wanted))
+    # Only the hierarchy's real root may hold processes and enable controllers at once; it alone has no
+    # cgroup.type (a cgroup namespace's root, in a container, does have one and follows the rule).
+    is_root = not (own / "cgroup.type").exists()
+    if not is_root:
+        leaf = own / CGROUP_V2_WORKERS
+        leaf.mkdir(exist_ok=True)
+    for _ in range(20):  # processes may start in the cgroup while we move them (EBUSY below): move again
+        if not is_root:
+            for pid in (own / "cgroup.procs").read_text().split():
+                with contextlib.suppress(ProcessLookupError):  # exited meanwhile
+                    (leaf / "cgroup.procs").write_text(pid)
+        try:
+            (own / "cgroup.subtree_control").write_text(enable)
+            return own
+        except OSError as exc:
+            if exc.errno != errno.EBUSY:
+                raise
+    raise OSError(f"could not empty {own} to enable {enable} for its children (processes keep arriving)")
+
+
 _PENDING_CGROUPS: set[Path] = set()
 
 
@@ -395,12 +536,14 @@ def _remove_pending_cgroups() -> None:
     _SandboxCgroups._remove_when_empty(sorted(_PENDING_CGROUPS), 2.0)
 
 
-def _sweep_stale_cgroups() -> int:
-    """Remove empty sandbox cgroups left by a worker that was killed mid-run (nobody else removes them); an
-    age threshold keeps a sandbox being set up right now by another worker out of reach."""
+def _sweep_stale_cgroups(parents: Sequence[Path | None] | None = None) -> int:
+    """Remove empty sandbox cgroups left by a worker that was killed mid-run (nobody else removes them) from
+    ``parents`` (default: this process's v1 pids and memory cgroups); an age threshold keeps a sandbox being set
+    up right now by another worker out of reach."""
+    if parents is None:
+        parents = [_own_cgroup_v1(c) for c in _SandboxCgroups.CONTROLLERS]
     removed = 0
-    for controller in _SandboxCgroups.CONTROLLERS:
-        parent = _own_cgroup_v1(controller)
+    for parent in parents:
         if parent is None:
             continue
         for directory in parent.glob(f"{CGROUP_PREFIX}*"):
@@ -413,17 +556,40 @@ def _sweep_stale_cgroups() -> int:
     return removed
 
 
+@dataclass(frozen=True)
+class CgroupSupport:
+    """How sandboxes get their cgroups here: ``version`` 2 (``base``: the parent of their cgroups), 1, or None
+    (``reason`` says why neither works)."""
+
+    version: int | None
+    base: Path | None = None
+    reason: str = ""
+
+
 @functools.cache
-def _cgroups_usable() -> bool:
-    """Whether per-sandbox cgroups can be made here (root with the v1 pids and memory hierarchies)."""
-    if os.geteuid() != 0:
-        return False
+def _cgroup_support() -> CgroupSupport:
+    """Which per-sandbox cgroups can be made here: v2 when the unified hierarchy has the memory and pids controllers
+    and this process may manage its cgroup (root, or a delegated subtree), else v1 as root, else none."""
+    probe = SandboxLimits(1, 1, 64 * 1024**2, 1, 8, 8, 1, 1)
     try:
-        _SandboxCgroups(SandboxLimits(1, 1, 64 * 1024**2, 1, 8, 8, 1, 1)).close()
-    except OSError:
-        return False
-    _sweep_stale_cgroups()
-    return True
+        base = _cgroup2_base()
+        _SandboxCgroupsV2(probe, base).close()
+    except OSError as exc:
+        v2_problem = f"cgroup v2: {exc}"
+    else:
+        _sweep_stale_cgroups([base])
+        return CgroupSupport(version=2, base=base)
+    if os.geteuid() != 0:
+        v1_problem = "cgroup v1: needs root"
+    else:
+        try:
+            _SandboxCgroups(probe).close()
+        except OSError as exc:
+            v1_problem = f"cgroup v1: {exc}"
+        else:
+            _sweep_stale_cgroups()
+            return CgroupSupport(version=1)
+    return CgroupSupport(version=None, reason=f"{v2_problem}; {v1_problem}")
 
 
 class Sandbox:
@@ -433,28 +599,61 @@ class Sandbox:
         self.settings = settings
         self.uid = settings.sandbox_uid if os.geteuid() == 0 else os.geteuid()
         self.venv = Path(venv or getattr(settings, "sandbox_venv", None) or DEFAULT_SANDBOX_VENV)
+        self.seccomp_program: bytes | None = None
+        self.cgroup_support = CgroupSupport(version=None, reason="unsandboxed")
         problem = _bwrap_probe(self.uid)
         if problem is None:
-            self.isolation = ISOLATION_BWRAP.format(uid=self.uid)
-            self.cgroups = _cgroups_usable()
+            self.seccomp_program = self._seccomp_program(settings)
+            seccomp = SECCOMP_ON if self.seccomp_program is not None else SECCOMP_OFF
+            self.isolation = ISOLATION_BWRAP.format(uid=self.uid, seccomp=seccomp)
+            self.cgroup_support = _cgroup_support()
             if self.cgroups:
                 self.isolation += CGROUP_SUFFIX
+            else:
+                log.warning(
+                    "sandbox: resident memory is NOT capped per sandbox here (only each process's address space, "
+                    "by RLIMIT_AS), and the process cap is per uid, not per sandbox: no per-sandbox cgroup can be "
+                    "made (%s). Run the worker as root, or on a cgroup v2 host that delegates the worker's cgroup "
+                    "with the memory and pids controllers.",
+                    self.cgroup_support.reason,
+                )
             if not (self.venv / "bin" / "python").exists():
                 raise SandboxError(
                     f"sandbox venv {self.venv} is missing; create it with scripts/install-system.sh"
                 )
         elif settings.allow_unsandboxed:
             self.isolation = ISOLATION_NONE
-            self.cgroups = False
         else:
             raise SandboxUnavailable(
                 f"{problem}. Refusing to run untrusted commands unsandboxed; set HARNESSRL_ALLOW_UNSANDBOXED=1 "
                 "to run them anyway (recorded as unsafe)."
             )
 
+    def _seccomp_program(self, settings: Settings) -> bytes | None:
+        """The filter to install, or None where it cannot be and the operator allowed running without it."""
+        try:
+            program = filter_program()
+            problem = _seccomp_probe(self.uid, program)
+        except SeccompUnsupported as exc:
+            problem = str(exc)
+        if problem is None:
+            return program
+        if not settings.sandbox_allow_no_seccomp:
+            raise SandboxUnavailable(
+                f"{problem}. Refusing to run untrusted commands without the seccomp filter; set "
+                "HARNESSRL_SANDBOX_ALLOW_NO_SECCOMP=1 to run them anyway (recorded as seccomp=off (unsafe))."
+            )
+        log.warning("sandbox: running WITHOUT the seccomp filter (%s)", problem)
+        return None
+
     @property
     def confined(self) -> bool:
         return self.isolation != ISOLATION_NONE
+
+    @property
+    def cgroups(self) -> bool:
+        """Whether each sandbox gets its own memory and pids cgroup (v1 or v2)."""
+        return self.cgroup_support.version is not None
 
     def workspace_path(self, workspace: Path) -> str:
         """Where the command sees the workspace."""
@@ -497,10 +696,17 @@ class Sandbox:
             if not Path(gateway_socket).exists():
                 raise SandboxError(f"gateway socket {gateway_socket} does not exist")
         writable = [workspace] + ([Path(home).resolve()] if home is not None else [])
-        with tempfile.TemporaryDirectory(prefix=scratch_prefix("sandbox")) as tmp:
+        with contextlib.ExitStack() as stack:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix=scratch_prefix("sandbox")))
+            pass_fds: tuple[int, ...] = ()
             if self.confined:
+                seccomp_fd = None
+                if self.seccomp_program is not None:
+                    seccomp_fd = program_fd(self.seccomp_program)  # bwrap reads it; closed here once it ran
+                    stack.callback(os.close, seccomp_fd)
+                    pass_fds = (seccomp_fd,)
                 command = self._bwrap_command(argv, workspace, home, gateway_socket, gateway_port, ro_binds, env,
-                                              limits)  # fmt: skip
+                                              limits, seccomp_fd)  # fmt: skip
                 popen_env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
                 cwd = "/"
             else:
@@ -508,7 +714,7 @@ class Sandbox:
                 popen_env = self._inner_env(env, str(home or Path(tmp) / "home"), str(workspace))
                 (Path(tmp) / "home").mkdir()
                 cwd = str(workspace)
-            return self._supervise(command, popen_env, cwd, limits, writable, Path(tmp), stop_check)
+            return self._supervise(command, popen_env, cwd, limits, writable, Path(tmp), stop_check, pass_fds)
 
     # --- command lines ---------------------------------------------------------------------------------
 
@@ -534,6 +740,7 @@ class Sandbox:
         ro_binds: Sequence[Path],
         env: Mapping[str, str] | None,
         limits: SandboxLimits,
+        seccomp_fd: int | None = None,
     ) -> list[str]:
         # (bwrap flag, host path, path inside): the only host paths the command can see besides /usr and /etc.
         mounts: list[tuple[str, Path, str]] = [
@@ -560,12 +767,18 @@ class Sandbox:
             "bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session", "--hostname", "sandbox",
             "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
             "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin", "--ro-bind", "/etc", "/etc",
-            "--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmpfs_bytes), "--tmpfs", "/tmp",
+            "--proc", "/proc", "--dev", "/dev", "--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm",
+            "--size", str(limits.tmpfs_bytes), "--tmpfs", "/tmp",
         ]  # fmt: skip
         if home is None:
             cmd += ["--size", str(limits.tmpfs_bytes), "--tmpfs", HOME_INSIDE]
         for flag, path, inside in mounts:
             cmd += [flag, str(path), inside]
+        # bwrap's root and /dev are tmpfs of no size the command could fill: read-only once every mount point
+        # in them exists (the mounts on them stay as they are).
+        cmd += ["--remount-ro", "/dev", "--remount-ro", "/"]
+        if seccomp_fd is not None:
+            cmd += ["--seccomp", str(seccomp_fd)]
         inner_argv = list(argv)
         if gateway_socket is not None:
             inner_argv = [SYSTEM_PYTHON, "-c", _FORWARDER, str(gateway_port), GATEWAY_SOCKET_INSIDE, *argv]
@@ -593,10 +806,16 @@ class Sandbox:
         writable: list[Path],
         tmp: Path,
         stop_check: Callable[[], str | None] | None = None,
+        pass_fds: tuple[int, ...] = (),
     ) -> SandboxResult:
         stdout_path, stderr_path = tmp / "stdout", tmp / "stderr"
 
-        cgroups = _SandboxCgroups(limits) if self.cgroups else None
+        support = self.cgroup_support
+        cgroups: _SandboxCgroups | None = None
+        if support.version == 2 and support.base is not None:
+            cgroups = _SandboxCgroupsV2(limits, support.base)
+        elif support.version == 1:
+            cgroups = _SandboxCgroups(limits)
         nproc = limits.max_processes * (NPROC_BACKSTOP_FACTOR if cgroups else 1)
 
         def confine_child() -> None:  # runs in the child between fork and exec
@@ -624,6 +843,7 @@ class Sandbox:
                 confine_child,
                 cgroups,
                 stop_check,
+                pass_fds,
             )
         finally:
             if cgroups is not None:
@@ -641,6 +861,7 @@ class Sandbox:
         confine_child: Callable[[], None],
         cgroups: _SandboxCgroups | None,
         stop_check: Callable[[], str | None] | None = None,
+        pass_fds: tuple[int, ...] = (),
     ) -> SandboxResult:
         started = time.monotonic()
         killed_reason: str | None = None
@@ -654,6 +875,7 @@ class Sandbox:
                 cwd=cwd,
                 start_new_session=True,
                 preexec_fn=confine_child,
+                pass_fds=pass_fds,
             )
             deadline = started + limits.timeout_s
             next_disk_check = started

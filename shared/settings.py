@@ -103,6 +103,15 @@ class Settings(BaseSettings):
     sandbox_file_size_bytes: int = Field(256 * 1024**2, description="Largest file a sandbox may write.")
     sandbox_open_files: int = Field(1024, description="Open-file limit inside sandboxes.")
     sandbox_uid: int = Field(10001, description="Unprivileged uid sandboxed processes run as.")
+    sandbox_tmpfs_bytes: int = Field(
+        256 * 1024**2, description="Size of each in-memory filesystem of a sandbox (/tmp, a throwaway HOME)."
+    )
+    sandbox_shm_bytes: int = Field(64 * 1024**2, description="Size of /dev/shm inside sandboxes.")
+    sandbox_allow_no_seccomp: bool = Field(
+        False,
+        description="Run sandboxes without their seccomp filter where bubblewrap or the architecture cannot take "
+        "it (recorded in the isolation string); otherwise such a host refuses to start sandboxes.",
+    )
     allow_unsandboxed: bool = Field(
         False, description="Run harnesses without bubblewrap (recorded as unsafe)."
     )
@@ -240,6 +249,8 @@ class Settings(BaseSettings):
         "sandbox_max_processes",
         "sandbox_file_size_bytes",
         "sandbox_open_files",
+        "sandbox_tmpfs_bytes",
+        "sandbox_shm_bytes",
         "gateway_workers",
         "capture_flush_timeout_s",
     )
