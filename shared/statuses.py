@@ -144,6 +144,10 @@ LIMIT_PREFIX = "limit:"
 RUN_STOPPED_REASON = "run_stopped"
 # The sandbox's ``killed_reason`` when the runner killed a harness because its run was stopped.
 KILLED_RUN_STOPPED = "run_stopped"
+# The ``outcome_reason`` (outcome ``harness_error``) of a rollout whose workspace the runner refused to diff: what
+# the agent left there (a special file, a nested repository, files over the patch's size limits) could make the
+# host's git read outside the workspace or exhaust it. Its patch is empty; with calls it is graded (reward 0).
+PATCH_REFUSED_REASON = "patch_refused"
 
 
 def limit_reason(name: str) -> str:

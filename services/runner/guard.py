@@ -19,10 +19,14 @@ import shlex
 from pathlib import Path
 
 from shared.tasks import Task, patch_paths
+from shared.untrusted_files import UntrustedFileError, read_untrusted
 
 GIT_AUDIT_ENV = "HARNESSRL_GIT_AUDIT"
 AUDIT_FILE = ".harnessrl/git-commands.log"  # relative to the harness's HOME
 REAL_GIT = "/usr/bin/git"
+# The most of the wrapper's log the runner reads: the log is in the agent's HOME, so it may be huge, or replaced by
+# a symlink or a fifo (``read_untrusted`` refuses those; a longer log is cut here).
+AUDIT_MAX_BYTES = 1 << 20
 _WRAPPER = f"""#!/bin/sh
 # harnessrl: note git's arguments for the rollout's record, then run git unchanged.
 printf '%s\\n' "$*" >> "${{{GIT_AUDIT_ENV}:-/dev/null}}" 2>/dev/null
@@ -88,12 +92,15 @@ def is_history_command(line: str) -> bool:
 
 
 def history_commands(home: Path, limit: int = 50) -> list[str]:
-    """The history commands the attempt ran (from the wrapper's log in ``home``), in order, at most ``limit``."""
-    log = home / AUDIT_FILE
+    """The history commands the attempt ran (from the wrapper's log in ``home``), in order, at most ``limit``.
+
+    The log is the agent's to rewrite: it is read without following links, only as a regular file, and only its
+    first ``AUDIT_MAX_BYTES`` (a log that is anything else reads as empty)."""
     try:
-        lines = log.read_text(errors="replace").splitlines()
-    except OSError:
+        read = read_untrusted(home, AUDIT_FILE, AUDIT_MAX_BYTES)
+    except UntrustedFileError:
         return []
+    lines = read.data.decode(errors="replace").splitlines()
     found = [f"git {line}"[:300] for line in lines if line.strip() and is_history_command(line)]
     return found[:limit]
 

@@ -11,7 +11,13 @@ from dataclasses import dataclass, field
 
 from shared.context_fit import CONTEXT_REASON, ContextOverflow
 from shared.incidents import Incident
-from shared.statuses import KILLED_RUN_STOPPED, RUN_STOPPED_REASON, Outcome, limit_reason
+from shared.statuses import (
+    KILLED_RUN_STOPPED,
+    PATCH_REFUSED_REASON,
+    RUN_STOPPED_REASON,
+    Outcome,
+    limit_reason,
+)
 
 NO_CALLS_ERROR = (
     "the harness made no model calls through the gateway (it bypassed the gateway, used a wrong key, "
@@ -45,6 +51,9 @@ class AttemptFacts:
     context_overflow: ContextOverflow | None = None
     capture_lost: str | None = None
     """The gateway's flush barrier found calls replied to whose records will never land (``shared/capture_state``)."""
+    patch_refused: str | None = None
+    """Why the workspace the agent left could not be diffed safely (``services/runner/patch.py: PatchRefused``): its
+    patch is empty, and the rollout is the agent's failure, never retried."""
 
 
 @dataclass(frozen=True)
@@ -87,10 +96,22 @@ def classify_attempt(facts: AttemptFacts) -> Classified:
     limit = SANDBOX_LIMITS.get(facts.killed_reason or "")
     if limit is None and facts.harness_outcome == "timeout":
         limit = "wall_clock"
+    refused = f"patch refused: {facts.patch_refused}" if facts.patch_refused is not None else None
     if limit is not None:
         reason = limit_reason(limit)
         error = f"{reason}: {facts.harness_reason or 'the sandbox killed the harness'}"
+        if refused is not None:
+            error += f"; {refused}"
         return Classified(Outcome.LIMIT, reason, error, graded=facts.calls > 0)
+    if refused is not None:
+        # What the agent left (a fifo, a nested repository, gigabytes of new files) is its own doing: an empty
+        # patch graded like any other with calls (reward 0), never an infrastructure error to retry.
+        error = (
+            refused
+            if facts.harness_reason is None
+            else f"{refused}; the harness reported: {facts.harness_reason}"
+        )
+        return Classified(Outcome.HARNESS_ERROR, PATCH_REFUSED_REASON, error, graded=facts.calls > 0)
     if facts.context_overflow is not None and (not ended_normally or facts.calls == 0):
         # The harness gave up because its prompt did not fit: reason ``context``, with both numbers.
         error = facts.context_overflow.describe()

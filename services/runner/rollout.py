@@ -49,7 +49,7 @@ from services.runner.harnesses import make_adapter
 from services.runner.harnesses.base import HarnessAdapter, HarnessRequest, HarnessRunResult, HarnessVerdict
 from services.runner.infrastructure import REDIS_ERRORS, Watch, preflight
 from services.runner.outcome import AttemptFacts, Classified, classify_attempt
-from services.runner.patch import workspace_patch
+from services.runner.patch import PatchRefused, snapshot_base, workspace_patch
 from shared import capture_state
 from shared.context_fit import ContextOverflow, take_overflow
 from shared.db import session_scope
@@ -251,6 +251,7 @@ class AttemptReport:
     touched_protected_paths: list[str] = field(default_factory=list)
     git_history_commands: list[str] = field(default_factory=list)
     capture_lost: str | None = None  # the flush barrier: calls replied to whose records will never land
+    patch_refused: str | None = None  # why the workspace could not be diffed safely (``patch.PatchRefused``)
 
 
 def _write_home_files(home: Path, files: dict[str, str], template: Path | None = None) -> None:
@@ -345,13 +346,17 @@ def sandbox_limits(
 
     A run's memory limit caps resident memory (the sandbox's memory cgroup, which reports an OOM kill as
     ``memory``), leaving the address space at least the service's: runtimes reserve far more than they touch.
-    Without per-sandbox cgroups it can only cap the address space (a failed allocation, not a reported kill)."""
+    Without per-sandbox cgroups it can only cap the address space (a failed allocation, not a reported kill).
+
+    A run's limits only lower the service's: a client asking for more memory or processes than the operator set
+    gets the operator's (the wall clock is clamped the same way, ``rollout_timeout_s``)."""
     out = sandbox.limits(timeout_s)
     if limits.memory_bytes is not None:
-        address_space = max(out.memory_bytes, limits.memory_bytes) if sandbox.cgroups else limits.memory_bytes
-        out = out.with_(memory_bytes=address_space, resident_memory_bytes=limits.memory_bytes)
+        resident = min(limits.memory_bytes, out.memory_bytes)
+        address_space = max(out.memory_bytes, resident) if sandbox.cgroups else resident
+        out = out.with_(memory_bytes=address_space, resident_memory_bytes=resident)
     if limits.processes is not None:
-        out = out.with_(max_processes=limits.processes)
+        out = out.with_(max_processes=min(limits.processes, out.max_processes))
     if min_address_space_bytes and min_address_space_bytes > out.memory_bytes:
         out = out.with_(memory_bytes=min_address_space_bytes)  # a run's resident-memory cap stays as it is
     return out
@@ -446,6 +451,7 @@ def _finish(
                 incidents=list(incidents or []),
                 context_overflow=context_overflow,
                 capture_lost=capture_lost,
+                patch_refused=report.patch_refused,
             )
         )
         report.classified = verdict.outcome
@@ -527,6 +533,9 @@ def execute_attempt(
         attempt_dir.chmod(0o755)
         materialize(attempt.task, workspace, store)
         hide_future_history(workspace, attempt.task.base_commit)
+        # The base's objects, copied before the agent can touch them, into a git directory the sandbox never sees:
+        # the patch is taken with it, never with the workspace's .git (the agent's to rewrite).
+        base_git = snapshot_base(workspace, attempt_dir / "base.git")
         home.mkdir()
         guard_bin = guard.install(attempt_dir / "guard")
         report.materialize_s = time.monotonic() - started
@@ -538,7 +547,12 @@ def execute_attempt(
         report.outcome, report.reason = verdict.outcome, verdict.reason
         report.killed_reason = result.killed_reason
         report.git_history_commands = guard.history_commands(home)
-        patch = workspace_patch(workspace, attempt.task.base_commit)
+        try:
+            patch = workspace_patch(workspace, attempt.task.base_commit, base_git)
+        except PatchRefused as exc:
+            # What the agent left is its own outcome (an empty patch, reward 0), never retried.
+            log.warning("rollout %s: patch refused: %s", attempt.rollout_id, exc.reason)
+            report.patch_refused, patch = exc.reason, b""
         report.touched_protected_paths = guard.protected_paths_touched(attempt.task, patch)
         patch_key = patch_object_key(attempt.run_id, attempt.rollout_id)
         store.put_bytes(patch_key, patch, "text/x-diff")
