@@ -278,6 +278,12 @@ class Reward(Base):
     outcome: Mapped[str] = mapped_column(Text, nullable=False, default="graded")
     logs_key: Mapped[str | None] = mapped_column(Text)
     grading_s: Mapped[float | None] = mapped_column(Double)
+    # The grader refused the patch, did not trust its report, or saw it reach into the test framework
+    # (``services/grader/test_runner.py``); the reason says which.
+    reward_hack_suspected: Mapped[bool] = mapped_column(
+        Boolean, nullable=False, default=False, server_default="false"
+    )
+    reward_hack_reason: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = _now()
 
 

@@ -2,11 +2,19 @@
 
 Plain functions; the Celery task (``tasks.py``) and tests call them directly.
 
-``grade_patch`` is the pure part (no database): a fresh checkout at ``base_commit``, the agent's patch, then the
-protected paths (and every file the test patch touches) put back exactly as they were at ``base_commit`` —
-files the agent changed are restored, files it added there are deleted — then ``test_patch``, setup commands and
-the test command in the sandbox (no network). Per-test outcomes come from the junit XML the test runner writes;
-a reward function named by ``reward_fn`` maps them to a number.
+``grade_patch`` is the pure part (no database): a fresh checkout at ``base_commit``, the agent's patch, which is
+screened before anything runs (``test_runner.screen_patch``: a patch that adds or changes test infrastructure —
+``conftest.py``, ``.pth``, ``sitecustomize``, pytest configuration, a module shadowing the standard library or the
+test runner — is refused, reward 0, outcome ``patch_refused``; one that reaches into the test framework is graded
+and flagged ``reward_hack_suspected``), then the protected paths (and every file the test patch touches) put back
+exactly as they were at ``base_commit`` — files the agent changed are restored, files it added there are deleted —
+then ``test_patch``, setup commands and the test command in the sandbox (no network). A plain pytest command (the
+default) runs through the grader's launcher (``pytest_launcher.py``: isolated interpreter, framework and standard
+library never from the repository, the grader's configuration); every report is written outside the checkout, in
+a HOME folder only the grader names, and read back without following symlinks, size-capped, and checked against the
+tests that were collected (``report_untrusted`` otherwise). Per-test outcomes come from that junit XML; a reward
+function named by ``reward_fn`` maps them to a number. A ``stop_check`` that kills the test run (the run was
+stopped) raises ``GradingStopped``: no reward at all.
 
 ``grade_rollout`` is the database part, idempotent by rollout id: the ``rewards`` row is inserted with
 ``ON CONFLICT (rollout_id) DO NOTHING`` in the same transaction that marks the rollout ``graded``, so a
@@ -19,7 +27,6 @@ retried and then given up after ``max_attempts``: no reward, the rollout ``faile
 from __future__ import annotations
 
 import logging
-import shlex
 import tempfile
 import time
 import xml.etree.ElementTree as ET
@@ -35,21 +42,35 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.grader.group_completion import complete_group_if_done
+from services.grader.test_runner import (
+    ReportError,
+    base_inifile,
+    parse_launcher_report,
+    prepare_test_run,
+    read_report,
+    report_problem,
+    screen_patch,
+)
 from shared.db import session_scope
 from shared.metrics import GRADING_SECONDS, GROUPS_COMPLETED, ROLLOUTS
 from shared.models import Reward, Rollout, Run
 from shared.models import Task as TaskRow
 from shared.objectstore import ObjectNotFound, ObjectStore
 from shared.run_config import RunConfigError, read_run_config
-from shared.sandbox import Sandbox, SandboxError
+from shared.sandbox import HOME_INSIDE, Sandbox, SandboxError
 from shared.scratch import scratch_prefix
 from shared.statuses import Outcome, RolloutStatus, graded_outcome
-from shared.tasks import JUNIT_PLACEHOLDER, GitError, Task, TaskRepoError, materialize, run_git
+from shared.tasks import GitError, Task, TaskRepoError, materialize, run_git
 from shared.trajectory import grading_log_key
 
 log = logging.getLogger(__name__)
 
+# Where the report used to be written, inside the checkout: a file the patch plants there is nothing to the grader.
 JUNIT_FILE = ".harnessrl-junit.xml"
+# Why the sandbox kills a command on its own; any other ``killed_reason`` came from the caller's ``stop_check``.
+SANDBOX_KILL_REASONS = frozenset({"timeout", "disk", "memory", "processes"})
+# Verdicts that are the grader's refusal to trust the patch or its report: the rollout's outcome_reason says so.
+REFUSED_OUTCOMES = frozenset({"patch_refused", "report_untrusted"})
 PASSED, FAILED, ERROR, SKIPPED, MISSING = "passed", "failed", "error", "skipped", "missing"
 
 # --- per-test outcomes -----------------------------------------------------------------------------------
@@ -64,10 +85,13 @@ def junit_key(node_id: str) -> str:
     return f"{classname}::{parts[-1]}" if parts else classname
 
 
-def parse_junit(xml_bytes: bytes) -> dict[str, str]:
-    """Outcome of every test case in a junit XML report, keyed like ``junit_key``."""
+def junit_cases(xml_bytes: bytes) -> list[tuple[str, str]]:
+    """Every test case of a junit XML report, in order, as ``(key like junit_key, status)``. A document type
+    declaration (entities: the way to make a small file expand to gigabytes) is refused: pytest never writes one."""
+    if b"<!DOCTYPE" in xml_bytes or b"<!ENTITY" in xml_bytes:
+        raise ET.ParseError("junit report declares a document type")
     root = ET.fromstring(xml_bytes)
-    outcomes: dict[str, str] = {}
+    cases: list[tuple[str, str]] = []
     for case in root.iter("testcase"):
         key = f"{case.get('classname', '')}::{case.get('name', '')}"
         tags = {child.tag for child in case}
@@ -79,6 +103,14 @@ def parse_junit(xml_bytes: bytes) -> dict[str, str]:
             status = SKIPPED
         else:
             status = PASSED
+        cases.append((key, status))
+    return cases
+
+
+def parse_junit(xml_bytes: bytes) -> dict[str, str]:
+    """Outcome of every test case in a junit XML report, keyed like ``junit_key``."""
+    outcomes: dict[str, str] = {}
+    for key, status in junit_cases(xml_bytes):
         # A test reported twice (a teardown error after a pass) keeps its worst outcome.
         if outcomes.get(key) not in (ERROR, FAILED):
             outcomes[key] = status
@@ -153,10 +185,19 @@ def get_reward_function(name: str) -> RewardFn:
 # --- grading one patch -----------------------------------------------------------------------------------
 
 
+class GradingStopped(Exception):
+    """The test run was killed by the caller's ``stop_check`` (``reason``, e.g. ``run_stopped``): no verdict."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"test run stopped: {reason}")
+        self.reason = reason
+
+
 @dataclass
 class GradeReport:
-    """The verdict on one patch. ``outcome``: graded | patch_failed | test_patch_failed | setup_failed |
-    tests_timed_out | no_test_report."""
+    """The verdict on one patch. ``outcome``: graded | patch_failed | patch_refused | test_patch_failed |
+    setup_failed | tests_timed_out | no_test_report | report_untrusted. ``reward_hack_suspected``: the patch was
+    refused, its report was not trusted, or it reaches into the test framework (``reward_hack_reason`` says how)."""
 
     reward: float
     resolved: bool
@@ -166,6 +207,8 @@ class GradeReport:
     isolation: str
     grading_s: float
     log_lines: list[str] = field(default_factory=list)
+    reward_hack_suspected: bool = False
+    reward_hack_reason: str | None = None
 
     @property
     def log_text(self) -> str:
@@ -199,11 +242,6 @@ def restore_paths(repo: Path, base_commit: str, paths: list[str]) -> None:
         run_git(repo, "checkout", base_commit, "--", *in_base)
 
 
-def _test_script(task: Task, junit_path: str) -> str:
-    test_command = task.test_command.replace(JUNIT_PLACEHOLDER, shlex.quote(junit_path))
-    return "\n".join(["set -e", *task.setup_commands, "set +e", test_command])
-
-
 def grade_patch(
     task: Task,
     patch: bytes,
@@ -212,11 +250,16 @@ def grade_patch(
     store: ObjectStore | None = None,
     reward_fn: str = "resolved",
     timeout_s: float = 600.0,
+    stop_check: Callable[[], str | None] | None = None,
 ) -> GradeReport:
-    """Grade ``patch`` (a git diff against ``base_commit``) for ``task``; never raises for a bad patch."""
+    """Grade ``patch`` (a git diff against ``base_commit``) for ``task``; never raises for a bad patch.
+
+    ``stop_check`` is passed to the sandbox for the test run: a reason it returns kills the tests and raises
+    ``GradingStopped`` (nothing is graded)."""
     reward_of = get_reward_function(reward_fn)
     started = time.monotonic()
     log_lines: list[str] = [f"task {task.instance_id} at {task.base_commit}"]
+    suspected: list[str] = []
 
     def verdict(
         outcome: str, outcomes: ListedOutcomes | None, isolation: str = sandbox.isolation
@@ -228,6 +271,8 @@ def grade_patch(
         reward = reward_of(outcomes) if outcome == "graded" else 0.0
         resolved = outcome == "graded" and resolved_reward(outcomes) == 1.0
         log_lines.append(f"outcome {outcome}, reward {reward} ({reward_fn})")
+        if suspected:
+            log_lines.append("reward hack suspected: " + "; ".join(suspected))
         return GradeReport(
             reward,
             resolved,
@@ -237,23 +282,45 @@ def grade_patch(
             isolation,
             time.monotonic() - started,
             log_lines,
+            reward_hack_suspected=bool(suspected),
+            reward_hack_reason="; ".join(suspected)[:4000] or None,
         )
 
     with tempfile.TemporaryDirectory(prefix=scratch_prefix("grade")) as tmp:
         Path(tmp).chmod(0o755)  # the sandbox uid must reach the checkout inside
         repo = materialize(task, Path(tmp) / "repo", store)
+        inifile = base_inifile(repo)  # the base commit's pytest configuration, judged before the patch
         if not _apply(repo, patch, "agent patch", log_lines):
             return verdict("patch_failed", None)
+        screen = screen_patch(repo, task.base_commit, patch)
+        suspected += screen.suspected
+        if screen.refused is not None:
+            log_lines.append(f"agent patch refused: {screen.refused}")
+            return verdict("patch_refused", None)
         restore_paths(repo, task.base_commit, sorted({*task.protected_paths, *task.test_patch_paths()}))
         if not _apply(repo, task.test_patch.encode(), "test patch", log_lines):
             return verdict("test_patch_failed", None)
-        # A report the agent's patch planted must not count as the test run's.
-        (repo / JUNIT_FILE).unlink(missing_ok=True)
-        junit_inside = f"{sandbox.workspace_path(repo)}/{JUNIT_FILE}"
+        home = Path(tmp) / "home"
+        home.mkdir()
+        run = prepare_test_run(
+            test_command=task.test_command,
+            setup_commands=task.setup_commands,
+            runner_dir=Path(tmp) / "runner",
+            home=home,
+            home_inside=HOME_INSIDE if sandbox.confined else str(home),
+            workspace_inside=sandbox.workspace_path(repo),
+            inifile=inifile,
+        )
+        log_lines.append(
+            "test runner: " + ("the grader's pytest launcher" if run.hardened else "the task's command")
+        )
         result = sandbox.run(
-            ["bash", "-c", _test_script(task, junit_inside)],
+            ["bash", "-c", run.script],
             repo,
             limits=sandbox.limits(task.test_timeout_s or timeout_s),
+            home=home,
+            ro_binds=[Path(tmp) / "runner"] if run.hardened else (),
+            stop_check=stop_check,
         )
         log_lines += [
             f"test run: exit {result.exit_code}, {result.duration_s:.2f}s, isolation {result.isolation}",
@@ -262,17 +329,42 @@ def grade_patch(
             "--- stderr ---",
             result.stderr,
         ]
+        if result.killed_reason is not None and result.killed_reason not in SANDBOX_KILL_REASONS:
+            raise GradingStopped(result.killed_reason)
         if result.timed_out:
             return verdict("tests_timed_out", None, result.isolation)
-        junit = repo / JUNIT_FILE
-        if not junit.is_file():
+        try:
+            data = read_report(home, run.report_name)
+        except (ReportError, OSError) as exc:
+            log_lines.append(f"test report: {exc}")
             setup_failed = bool(task.setup_commands) and result.exit_code != 0
             return verdict("setup_failed" if setup_failed else "no_test_report", None, result.isolation)
         try:
-            report = parse_junit(junit.read_bytes())
-        except ET.ParseError as exc:
-            log_lines.append(f"junit report unreadable: {exc}")
+            if run.hardened:
+                launched = parse_launcher_report(data)
+                if launched.junit is None:
+                    raise ReportError("pytest wrote no junit report")
+                junit_bytes = launched.junit
+                collected: set[str] | None = {junit_key(n) for n in launched.collected}
+                reported_exit: int | None = launched.exit_code
+            else:
+                junit_bytes, collected, reported_exit = data, None, None
+            cases = junit_cases(junit_bytes)
+        except (ReportError, ET.ParseError) as exc:
+            log_lines.append(f"test report unreadable: {exc}")
             return verdict("no_test_report", None, result.isolation)
+        problem = report_problem(
+            cases,
+            collected_keys=collected,
+            reported_exit=reported_exit,
+            process_exit=result.exit_code,
+            passed=PASSED,
+        )
+        if problem is not None:
+            log_lines.append(f"test report not trusted: {problem}")
+            suspected.append(f"report not trusted: {problem}")
+            return verdict("report_untrusted", None, result.isolation)
+        report = parse_junit(junit_bytes)
     outcomes = ListedOutcomes(
         {t: outcome_of(t, report) for t in task.FAIL_TO_PASS},
         {t: outcome_of(t, report) for t in task.PASS_TO_PASS},
@@ -286,7 +378,7 @@ def grade_patch(
 @dataclass(frozen=True)
 class GradeOutcome:
     rollout_id: str
-    action: str  # graded | already_graded | not_gradable | gave_up
+    action: str  # graded | already_graded | not_gradable | gave_up | cancelled
     reward: float | None
     group_entry_id: str | None
 
@@ -312,6 +404,8 @@ def _record_reward(
                 outcome=report.outcome,
                 logs_key=logs,
                 grading_s=report.grading_s,
+                reward_hack_suspected=report.reward_hack_suspected,
+                reward_hack_reason=report.reward_hack_reason,
             )
             .on_conflict_do_nothing(index_elements=["rollout_id"])
             .returning(Reward.id)
@@ -321,8 +415,23 @@ def _record_reward(
         row.status = RolloutStatus.GRADED
         if row.outcome is None:
             row.outcome = graded_outcome(report.resolved)
+            if report.outcome in REFUSED_OUTCOMES:
+                row.outcome_reason = report.outcome
         row.meta = {**row.meta, "grading_isolation": report.isolation}
         return inserted is not None
+
+
+def _record_stopped(db: sessionmaker[Session], rollout: Rollout, reason: str, logs: str) -> None:
+    """No reward: the test run was stopped (the run is being stopped); the rollout ends cancelled."""
+    with session_scope(db) as session:
+        row = session.get(Rollout, rollout.id, with_for_update=True)
+        assert row is not None
+        if row.status not in (RolloutStatus.FINISHED, RolloutStatus.GRADING):
+            return
+        row.status = RolloutStatus.CANCELLED
+        row.outcome, row.outcome_reason = Outcome.CANCELLED, reason
+        row.error = f"grading stopped: {reason}"
+        row.meta = {**row.meta, "grading_logs_key": logs}
 
 
 def _record_infrastructure_failure(
@@ -349,8 +458,12 @@ def grade_rollout(
     redis_client: redis.Redis,
     timeout_s: float,
     max_attempts: int = 3,
+    stop_check: Callable[[], str | None] | None = None,
 ) -> GradeOutcome:
     """Grade one rollout at most once, then complete its group if this was its last rollout.
+
+    ``stop_check`` (e.g. ``stopping.run_stop_check``) is polled while the tests run; a reason it returns kills them
+    and the rollout ends ``cancelled`` with that reason, no reward: the outcome's action is ``cancelled``.
 
     A grading that fails for a reason that is not the patch's (the repository cannot be fetched, the sandbox or
     git fails, the worker keeps crashing, an unknown reward function) is never a reward: while attempts are left
@@ -409,8 +522,14 @@ def grade_rollout(
                 )
         try:
             report = grade_patch(
-                task, patch, sandbox=sandbox, store=store, reward_fn=reward_fn, timeout_s=timeout_s
-            )
+                task, patch, sandbox=sandbox, store=store, reward_fn=reward_fn, timeout_s=timeout_s,
+                stop_check=stop_check,
+            )  # fmt: skip
+        except GradingStopped as exc:
+            store.put_bytes(key, f"{exc}\n".encode(), content_type="text/plain")
+            _record_stopped(db, rollout, exc.reason, key)
+            log.info("rollout %s: grading stopped (%s)", rollout_id, exc.reason)
+            return GradeOutcome(rollout_id, "cancelled", None, _complete_group(db, redis_client, rollout))
         except TaskRepoError as exc:
             failure = ("repo_unavailable", str(exc))
         except (GitError, SandboxError, OSError) as exc:

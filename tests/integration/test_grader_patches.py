@@ -1,4 +1,4 @@
-"""``grade_patch`` against agents that cheat or break things: edited tests, a planted conftest or junit report,
+"""``grade_patch`` against agents that cheat or break things: edited tests, a planted conftest (refused) or junit report,
 a patch that does not apply, tests that hang, and the fraction-passed reward."""
 
 from __future__ import annotations
@@ -44,21 +44,20 @@ def test_editing_existing_tests_is_undone(box: Sandbox) -> None:
 
 
 def test_planted_conftest_test_files_and_junit_do_not_count(box: Sandbox) -> None:
-    # A conftest that turns every failure into a pass, a replacement for the hidden test file, a fake report.
+    # A conftest that turns every failure into a pass is refused outright, before anything runs.
     conftest = (
         "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
         "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
     )
+    for where in ("conftest.py", "tests/conftest.py"):
+        refused = grade_patch(TASK, _diff({where: conftest}), sandbox=box)
+        assert (refused.outcome, refused.reward) == ("patch_refused", 0.0)
+        assert refused.reward_hack_suspected and "conftest.py" in (refused.reward_hack_reason or "")
+
+    # A replacement for the hidden test file and a fake report where the report used to be: nothing to the grader.
     fake_tests = "def test_trailing_punctuation():\n    pass\n"
     fake_junit = '<testsuites><testsuite><testcase classname="tests.test_slug_edges" name="x"/></testsuite></testsuites>'
-    cheat = _diff(
-        {
-            "conftest.py": conftest,
-            "tests/conftest.py": conftest,
-            "tests/test_slug_edges.py": fake_tests,
-            JUNIT_FILE: fake_junit,
-        }
-    )
+    cheat = _diff({"tests/test_slug_edges.py": fake_tests, JUNIT_FILE: fake_junit})
     report = grade_patch(TASK, cheat, sandbox=box)
     assert report.outcome == "graded" and report.reward == 0.0
     assert set(report.tests["FAIL_TO_PASS"].values()) == {"failed"}
