@@ -564,6 +564,10 @@ class CgroupSupport:
     version: int | None
     base: Path | None = None
     reason: str = ""
+    controllers: tuple[str, ...] = (
+        "memory",
+        "pids",
+    )  # v2: the controllers each sandbox's cgroup sets limits of
 
 
 @functools.cache
@@ -813,7 +817,7 @@ class Sandbox:
         support = self.cgroup_support
         cgroups: _SandboxCgroups | None = None
         if support.version == 2 and support.base is not None:
-            cgroups = _SandboxCgroupsV2(limits, support.base)
+            cgroups = _SandboxCgroupsV2(limits, support.base, support.controllers)
         elif support.version == 1:
             cgroups = _SandboxCgroups(limits)
         nproc = limits.max_processes * (NPROC_BACKSTOP_FACTOR if cgroups else 1)

@@ -8,6 +8,7 @@ so it travels in the stored patch; the finer walls run through ``Sandbox.run`` d
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -219,3 +220,139 @@ def test_attack_through_the_runner_meets_the_walls(attack, toy_task) -> None:  #
     assert observed is not None, patch
     _expect_denied(observed)
     assert not Path(f"/dev/{marker}").exists() and not Path(f"/{marker}").exists()
+
+
+def _unified_root() -> Path | None:
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields, _, tail = line.partition(" - ")
+        if tail.split(" ", 1)[0] == "cgroup2" and not (Path(fields.split()[4]) / "cgroup.type").exists():
+            return Path(fields.split()[4])
+    return None
+
+
+def test_cgroup_v2_sandbox_cgroups_on_a_real_cgroup2(sandbox_dir: Path) -> None:
+    """The v2 path's mechanics on the host's real cgroup2, with whatever controller it has free of v1 (hugetlb on
+    a hybrid host, where memory and pids are bound to v1; the memory.max / pids.max writes and the events files of
+    those two controllers cannot be exercised there): a worker in a non-root cgroup moves into the workers leaf,
+    enables the controller for its children, and a sandbox's command runs in a cgroup of its own, removed after."""
+    import secrets
+    import time
+
+    from shared.sandbox import CGROUP_PREFIX, CGROUP_V2_WORKERS, CgroupSupport, _cgroup2_base
+
+    root = _unified_root()
+    if os.geteuid() != 0 or root is None:
+        pytest.skip("needs root and the root of a cgroup2 hierarchy")
+    free = sorted(set((root / "cgroup.controllers").read_text().split()))
+    if not free:
+        pytest.skip("no controller of the cgroup2 hierarchy is free of v1")
+    controller = free[0]
+    enabled_before = controller in (root / "cgroup.subtree_control").read_text().split()
+    own = root / f"harnessrl-test-{secrets.token_hex(4)}"
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the "worker": waits until it sits in ``own``, then sets up and runs one sandbox
+        os.close(write_fd)
+        os.read(read_fd, 1)
+        code = 1
+        try:
+            base = _cgroup2_base((controller,))
+            assert base == own, base
+            assert (own / CGROUP_V2_WORKERS / "cgroup.procs").read_text().split() == [str(os.getpid())]
+            assert controller in (own / "cgroup.subtree_control").read_text().split()
+            assert _cgroup2_base((controller,)) == own  # a second worker (or this one again) finds it ready
+            box = Sandbox(Settings(_env_file=None))  # type: ignore[call-arg]
+            box.cgroup_support = CgroupSupport(version=2, base=own, controllers=(controller,))
+            seen: list[list[str]] = []
+
+            def look() -> None:
+                seen.append(
+                    [d.name for d in own.glob(f"{CGROUP_PREFIX}*") if (d / "cgroup.procs").read_text()]
+                )
+
+            result = box.run(["sleep", "2.5"], sandbox_dir, limits=box.limits(30), stop_check=look)  # type: ignore[arg-type,func-returns-value]
+            assert result.ok, result
+            assert any(len(names) == 1 for names in seen), seen  # the command ran in a sandbox cgroup
+            deadline = time.monotonic() + 10
+            while list(own.glob(f"{CGROUP_PREFIX}*")) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not list(own.glob(f"{CGROUP_PREFIX}*"))  # and it was removed
+            code = 0
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+        os._exit(code)
+    os.close(read_fd)
+    try:
+        if not enabled_before:
+            (root / "cgroup.subtree_control").write_text(f"+{controller}")
+        own.mkdir()
+        (own / "cgroup.procs").write_text(str(pid))
+        os.write(write_fd, b"x")
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        os.close(write_fd)
+        for directory in sorted(own.glob("*/"), reverse=True):
+            if (directory / "cgroup.procs").exists():
+                with contextlib.suppress(OSError):
+                    directory.rmdir()
+        with contextlib.suppress(OSError):
+            own.rmdir()
+        if not enabled_before:
+            with contextlib.suppress(OSError):
+                (root / "cgroup.subtree_control").write_text(f"-{controller}")
+
+
+def test_no_per_sandbox_cgroup_is_said_at_start(sandbox_dir: Path) -> None:
+    """A worker that is not root, on a host that delegated it no cgroup (this one: the v1 hierarchies need root,
+    the cgroup2 hierarchy lacks memory and pids), still runs sandboxes and logs one warning at start that resident
+    memory is not capped per sandbox."""
+    import logging
+
+    from shared import sandbox as sandbox_module
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to become the unprivileged sandbox uid")
+    import tempfile
+
+    os.chown(sandbox_dir, 10001, 10001)
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        report: dict[str, object] = {}
+        tempfile.tempdir = str(sandbox_dir)  # this host's /tmp may not be writable by the sandbox uid
+        try:
+            os.setgroups([])
+            os.setresgid(10001, 10001, 10001)
+            os.setresuid(10001, 10001, 10001)
+            sandbox_module._cgroup_support.cache_clear()
+            sandbox_module._bwrap_probe.cache_clear()
+            records: list[str] = []
+
+            class Keep(logging.Handler):
+                def emit(self, record: logging.LogRecord) -> None:
+                    records.append(record.getMessage())
+
+            sandbox_module.log.addHandler(Keep())
+            box = Sandbox(Settings(_env_file=None))  # type: ignore[call-arg]
+            report = {"isolation": box.isolation, "cgroups": box.cgroups, "warnings": records}
+            report["stdout"] = box.run(["id", "-u"], sandbox_dir, limits=box.limits(30)).stdout.strip()
+        except BaseException as exc:  # reported to the parent
+            import traceback
+
+            report["error"] = repr(exc) + traceback.format_exc()
+        os.write(write_fd, json.dumps(report).encode())
+        os._exit(0)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as pipe:
+        report = json.loads(pipe.read() or b"{}")
+    os.waitpid(pid, 0)
+    assert "error" not in report, report
+    assert report["cgroups"] is False and "cgroup=" not in str(report["isolation"]), report
+    assert "seccomp=on" in str(report["isolation"]), report
+    warnings = [w for w in report["warnings"] if "NOT capped per sandbox" in w]  # type: ignore[union-attr]
+    assert len(warnings) == 1 and "RLIMIT_AS" in warnings[0], report
+    assert report["stdout"] == "10001", report
