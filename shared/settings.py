@@ -103,6 +103,12 @@ class Settings(BaseSettings):
     sandbox_file_size_bytes: int = Field(256 * 1024**2, description="Largest file a sandbox may write.")
     sandbox_open_files: int = Field(1024, description="Open-file limit inside sandboxes.")
     sandbox_uid: int = Field(10001, description="Unprivileged uid sandboxed processes run as.")
+    task_dir_allowlist: str = Field(
+        "",
+        description="Host folders (':'-separated absolute paths) under which tasks posted through the REST API "
+        "may name a 'dir' source or a local git repository; empty (the default) refuses every host path from a "
+        "REST client (bundled datasets, git URLs and object-store sources are unaffected).",
+    )
     sandbox_tmpfs_bytes: int = Field(
         256 * 1024**2, description="Size of each in-memory filesystem of a sandbox (/tmp, a throwaway HOME)."
     )

@@ -9,10 +9,17 @@ Repository sources (``source.kind``):
 - ``dir``: a plain directory of files (no ``.git``). A git repository is created from it deterministically
   (fixed author, committer and dates, no user or system git config), so the same files always give the same
   ``base_commit``. Bundled datasets use this. A relative path is resolved against the task file's folder.
-- ``git``: a git URL or path (``file://``, a local path, or any URL git can reach); checked out at
-  ``base_commit``. A row without ``source`` (a plain SWE-bench row) gets ``https://github.com/<repo>.git``.
+- ``git``: a git URL or path (``file://``, a local path, or an ``https``/``http``/``git``/``ssh`` URL); checked
+  out at ``base_commit``. A row without ``source`` (a plain SWE-bench row) gets ``https://github.com/<repo>.git``.
+  Remote helpers (``ext::``, any ``<transport>::``), other schemes and a URL git would read as an option are
+  refused (``git_url_refusal``).
 - ``store``: a ``.tar.gz`` in the object store (``tasks/<dataset>/<instance_id>.tar.gz``); either a repository
   (with ``.git``) or plain files committed deterministically like ``dir``.
+
+Host paths are data too: the runner and the grader run as root and hand the checkout to the sandbox user, so a
+``dir`` source is copied by ``shared/host_paths.py: copy_readable_tree`` (nothing followed, a file the sandbox user
+could not read refuses the task) and a local git repository must be readable by that user throughout. Tasks from
+REST clients may name host paths only under the operator's allow-list (``services/api/task_sources.py``).
 
 ``materialize(task, dest, store)`` leaves ``dest`` a git checkout whose HEAD is ``base_commit`` and refuses
 (``TaskRepoError``) when the source yields another commit, so an agent never works on the wrong code. The runner
@@ -31,12 +38,14 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import urllib.parse
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from shared.host_paths import HostPathRefused, copy_readable_tree
 from shared.objectstore import ObjectStore
 
 JUNIT_PLACEHOLDER = "{junit_xml}"
@@ -251,8 +260,15 @@ def git_env() -> dict[str, str]:
     return env
 
 
-def run_git(cwd: Path, *args: str, input_bytes: bytes | None = None, timeout_s: float = 300.0) -> bytes:
-    """Run ``git <args>`` in ``cwd`` and return stdout; ``GitError`` with stderr on failure.
+def run_git(
+    cwd: Path,
+    *args: str,
+    input_bytes: bytes | None = None,
+    timeout_s: float = 300.0,
+    extra_env: dict[str, str] | None = None,
+) -> bytes:
+    """Run ``git <args>`` in ``cwd`` and return stdout; ``GitError`` with stderr on failure. ``extra_env``: more
+    ``GIT_*`` variables (e.g. ``GIT_ALLOW_PROTOCOL`` for a clone).
 
     ``safe.directory=*``: workspaces belong to the sandbox uid, and git refuses other users' repos otherwise.
     """
@@ -261,7 +277,13 @@ def run_git(cwd: Path, *args: str, input_bytes: bytes | None = None, timeout_s: 
         "-c", f"core.excludesFile={os.devnull}", "-c", f"core.hooksPath={os.devnull}", *args,
     ]  # fmt: skip
     proc = subprocess.run(
-        argv, cwd=cwd, env=git_env(), input=input_bytes, capture_output=True, timeout=timeout_s, check=False
+        argv,
+        cwd=cwd,
+        env={**git_env(), **(extra_env or {})},
+        input=input_bytes,
+        capture_output=True,
+        timeout=timeout_s,
+        check=False,
     )
     if proc.returncode != 0:
         stderr = proc.stderr.decode(errors="replace").strip()
@@ -299,10 +321,86 @@ def patch_paths(patch: str) -> list[str]:
 # --- materialization -------------------------------------------------------------------------------------
 
 
-def copy_source_files(source_dir: Path, dest: Path) -> None:
-    """Copy a ``dir`` source's files (caches and any ``.git`` left out) into ``dest``."""
-    ignore = shutil.ignore_patterns(*_IGNORED_WHEN_COPYING)
-    shutil.copytree(source_dir, dest, dirs_exist_ok=True, ignore=ignore, symlinks=True)
+def copy_source_files(source_dir: Path, dest: Path, reader_uid: int | None = None) -> None:
+    """Copy a ``dir`` source's files (caches and any ``.git`` left out) into ``dest``: symlinks as links, and only
+    what the sandbox user ``reader_uid`` could read (``TaskRepoError`` naming the first file it could not; see
+    ``shared/host_paths.py: copy_readable_tree``)."""
+    try:
+        copy_readable_tree(
+            source_dir, dest, reader_uid=reader_uid, field="source.path", what="source directory",
+            skip=_IGNORED_WHEN_COPYING,
+        )  # fmt: skip
+    except HostPathRefused as exc:
+        raise TaskRepoError(exc.message) from None
+
+
+# Transports a ``git`` source may use; ``file`` covers local paths. Everything else (``ext``, ``fd``, remote helpers)
+# is refused by ``git_url_refusal`` and, should one slip past it, by git itself (``GIT_ALLOW_PROTOCOL``).
+GIT_PROTOCOLS = ("https", "http", "git", "ssh", "file")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def git_url_refusal(url: str) -> str | None:
+    """Why a ``git`` source's URL is refused, or None."""
+    if url.startswith("-"):
+        return f"git URL {url!r} starts with '-' (git would read it as an option)"
+    if any(ord(c) < 0x20 or c == "\x7f" for c in url):
+        return f"git URL {url!r} holds a control character"
+    if re.match(r"^[A-Za-z0-9][A-Za-z0-9+.-]*::", url):
+        return f"git URL {url!r} names a remote helper ('<transport>::'), which runs a program; refused"
+    scheme = _SCHEME.match(url)
+    if scheme and scheme.group(1).lower() not in GIT_PROTOCOLS:
+        return f"git URL {url!r}: scheme {scheme.group(1)!r} is not one of {', '.join(GIT_PROTOCOLS)}"
+    return None
+
+
+def local_git_path(url: str) -> Path | None:
+    """The host path a ``git`` source's URL names (``file://`` or a plain path, as git reads it), or None for a
+    remote URL (a scheme, or ``host:path`` as ssh)."""
+    scheme = _SCHEME.match(url)
+    if scheme:
+        if scheme.group(1).lower() != "file":
+            return None
+        parsed = urllib.parse.urlsplit(url)
+        return Path(urllib.parse.unquote(parsed.path or "/"))
+    colon, slash = url.find(":"), url.find("/")
+    if colon > 0 and (slash < 0 or colon < slash):
+        return None  # scp-like 'host:path': ssh
+    return Path(url)
+
+
+def source_host_path(source: DirSource | GitSource | StoreSource) -> str | None:
+    """The host path a task source reads (a ``dir`` source's folder, a local git repository), or None."""
+    if isinstance(source, DirSource):
+        return source.path
+    if isinstance(source, GitSource):
+        local = local_git_path(source.url)
+        return str(local) if local is not None else None
+    return None
+
+
+def _clone(task: Task, source: GitSource, dest: Path, reader_uid: int | None) -> None:
+    """Clone a ``git`` source into ``dest``: a refused URL is a ``TaskRepoError``; a local repository must be
+    readable throughout by the sandbox user (nothing else of the host reaches the sandbox); only
+    ``GIT_PROTOCOLS``; no hardlinks into the source's objects (the checkout is handed to the sandbox user)."""
+    if why := git_url_refusal(source.url):
+        raise TaskRepoError(f"{task.instance_id}: {why}")
+    local = local_git_path(source.url)
+    if local is not None:
+        if not local.is_absolute():
+            raise TaskRepoError(
+                f"{task.instance_id}: local git repository {source.url!r} must be an absolute path"
+            )
+        try:  # checked, not copied: git reads it (a path that is not there: git says so)
+            if os.path.lexists(local):
+                copy_readable_tree(
+                    local, None, reader_uid=reader_uid, field="source.url", what="git repository"
+                )
+        except HostPathRefused as exc:
+            raise TaskRepoError(f"{task.instance_id}: {exc.message}") from None
+    # GIT_ALLOW_PROTOCOL: the only transports git may use, for the clone and anything it starts.
+    argv = ["clone", "-q", "--no-checkout", "--no-hardlinks", "--", source.url, "."]
+    run_git(dest, *argv, extra_env={"GIT_ALLOW_PROTOCOL": ":".join(GIT_PROTOCOLS)})
 
 
 def base_commit_of_dir(path: Path) -> str:
@@ -332,8 +430,14 @@ def _extract_tarball(data: bytes, dest: Path) -> None:
         inner.rmdir()
 
 
-def materialize(task: Task, dest: Path, store: ObjectStore | None = None) -> Path:
-    """Create a git checkout of the task's repository at ``base_commit`` in ``dest`` (empty or absent)."""
+def materialize(
+    task: Task, dest: Path, store: ObjectStore | None = None, *, reader_uid: int | None = None
+) -> Path:
+    """Create a git checkout of the task's repository at ``base_commit`` in ``dest`` (empty or absent).
+
+    ``reader_uid``: the sandbox user the checkout is for (``shared/host_paths.py: effective_reader_uid``; None as
+    root: any unprivileged user); a ``dir`` source or local git repository holding what it could not read is a
+    ``TaskRepoError`` naming the file."""
     dest = Path(dest)
     _prepare_dest(dest)
     source = task.source
@@ -341,10 +445,13 @@ def materialize(task: Task, dest: Path, store: ObjectStore | None = None) -> Pat
         if isinstance(source, DirSource):
             if not Path(source.path).is_dir():
                 raise TaskRepoError(f"{task.instance_id}: source directory {source.path} does not exist")
-            copy_source_files(Path(source.path), dest)
+            try:
+                copy_source_files(Path(source.path), dest, reader_uid)
+            except TaskRepoError as exc:
+                raise TaskRepoError(f"{task.instance_id}: {exc}") from None
             commit_tree(dest)
         elif isinstance(source, GitSource):
-            run_git(dest, "clone", "-q", "--no-checkout", source.url, ".")
+            _clone(task, source, dest, reader_uid)
             run_git(dest, "-c", "advice.detachedHead=false", "checkout", "-q", "--detach", task.base_commit)
         else:
             if store is None:

@@ -55,7 +55,14 @@ from shared.context_fit import ContextOverflow, take_overflow
 from shared.db import session_scope
 from shared.events import connect
 from shared.harnesses import HarnessOptions
-from shared.host_paths import check_shell_paths
+from shared.host_paths import (
+    TEMPLATE_MAX_BYTES,
+    TEMPLATE_MAX_FILES,
+    TEMPLATE_RESERVED,
+    check_shell_paths,
+    copy_readable_tree,
+    write_below,
+)
 from shared.ids import new_rollout_key
 from shared.incidents import Incident, new_incident
 from shared.models import Call, Chain, Rollout, Run
@@ -255,14 +262,17 @@ class AttemptReport:
 
 
 def _write_home_files(home: Path, files: dict[str, str], template: Path | None = None) -> None:
-    """The harness's home template (copied, symlinks kept as links: never a host file's content through a link),
-    then its config files."""
+    """The harness's home template, then its config files. Root copies the template for the sandbox user
+    (``shared/host_paths.py: copy_readable_tree``): symlinks kept as links (never a host file's content through a
+    link), and a file that user could not read refuses the attempt before its content is read. The config files
+    are written without following a link the template put on their way."""
     if template is not None:
-        shutil.copytree(template, home, symlinks=True, dirs_exist_ok=True)
+        copy_readable_tree(
+            template, home, field="harness.home_template", what="home template", reserved=TEMPLATE_RESERVED,
+            max_entries=TEMPLATE_MAX_FILES, max_bytes=TEMPLATE_MAX_BYTES,
+        )  # fmt: skip
     for relative, text in files.items():
-        path = home / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        write_below(home, relative, text)
 
 
 def run_harness(
