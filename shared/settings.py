@@ -94,6 +94,12 @@ class Settings(BaseSettings):
 
     # --- limits --------------------------------------------------------------------------------------
     max_request_bytes: int = Field(32 * 1024 * 1024, description="Largest request body the gateway accepts.")
+    gateway_max_calls_in_flight_per_rollout: int = Field(
+        8,
+        ge=0,
+        description="Model calls one rollout key may have in flight at once, across all gateway workers (a "
+        "Redis count); one more is refused at once with the provider's 429 and a retry-after. 0: no limit.",
+    )
     max_model_len: int = Field(8192, description="Context length (prompt + completion) served.")
     default_max_tokens: int = Field(1024, description="Completion budget when a request names none.")
     rollout_timeout_s: float = Field(900.0, description="Wall-clock limit of one harness run.")

@@ -12,10 +12,14 @@ each also under the per-rollout prefix ``/r/{rollout_key}``:
 | ``GET /v1/models`` (Anthropic shape when ``anthropic-version`` is sent), ``GET /v1beta/models`` | model lists |
 | ``HEAD /``, ``GET /healthz``, ``GET /metrics`` | probes |
 
-The handler of a model call binds the rollout (401 in the caller's shape), reads and checks the body
+The handler of a model call binds the rollout (401 in the caller's shape) and, in the same Redis script, counts the
+rollout's calls in flight across every gateway process: one over ``settings.gateway_max_calls_in_flight_per_rollout``
+is refused at once with the provider's 429 and a ``retry-after`` (never queued; ``tips.LOAD_SCRIPT``). It then
+reads and checks the body
 (``request_checks.py``: 413 over ``settings.max_request_bytes``, 400 for nesting, malformed JSON or lone
 surrogates, all before or instead of parsing), lets the provider adapter parse it, refuses orphan tool results,
-a ``max_tokens`` over the context and a prompt whose length alone is over it, then runs a ``ModelCall``: any failure before the first sampled token is an error response and records nothing; after it, the
+an absurd completion budget, and a prompt whose length alone is over the context (``request_checks.py``: every
+part that reaches the model counts), then runs a ``ModelCall``: any failure before the first sampled token is an error response and records nothing; after it, the
 reply streams (or is collected into one JSON body), the chain tip is committed before the reply's final bytes, and
 the call's rows are written behind it (``recorder.py``; the runner's flush barrier waits for them). An
 answer that is our fault (5xx, or the pool not ready) is noted as an incident of the rollout for the runner
@@ -83,9 +87,28 @@ def parse_request(adapter: ModuleType, body: Any, **url_fields: Any) -> Conversa
         raise ProviderError(400, f"could not read this request: {type(exc).__name__}: {exc}") from exc
 
 
+BUSY_RETRY_AFTER_S = 1
+"""The ``retry-after`` of a call refused because its rollout has its limit of calls in flight: one of them is
+likely done by then (a model call takes seconds)."""
+
+
 def error_response(adapter: ModuleType, error: ProviderError) -> web.Response:
     headers = {"x-should-retry": "true"} if error.status in (429, 503, 529) else {}
+    if error.status == 429:
+        headers["retry-after"] = str(BUSY_RETRY_AFTER_S)
     return web.json_response(adapter.render_error(error), status=error.status, headers=headers)
+
+
+def too_many_in_flight(in_flight: int) -> ProviderError:
+    """The provider's rate-limit error for a call over its rollout's limit of calls in flight
+    (``settings.gateway_max_calls_in_flight_per_rollout``): refused at once, never queued."""
+    return ProviderError(
+        429,
+        f"Rate limit reached: this rollout already has {in_flight} model calls in flight, the most it may have "
+        f"at once; retry after one of them has finished.",
+        "rate_limit_error",
+        code="rate_limit_exceeded",
+    )
 
 
 async def bind_rollout(request: web.Request, serving: str | None = None) -> tuple[BoundRollout, RolloutState]:
@@ -170,13 +193,15 @@ async def model_call(
     except ProviderError as error:
         state.track(_served(state, rollout_key_of(request), serving))
         return error_response(adapter, error)
+    if rollout_state.busy:  # the load script marked nothing: there is no mark to clear
+        return error_response(adapter, too_many_in_flight(rollout_state.busy))
     bound = time.monotonic()
     try:
         body = await read_json(request, state.settings.max_request_bytes)
         conversation: Conversation = parse_request(adapter, body, model=model, stream=stream)
         limit = await state.context_limit()
         check_conversation(conversation, limit)
-        if (floor := prompt_token_floor(conversation, state.longest_token_chars)) >= limit:
+        if (floor := prompt_token_floor(conversation, state.longest_token_chars, limit)) >= limit:
             too_long = context_length_error(adapter, limit, floor)  # at least ``floor``: not worth tokenizing
             too_long.context_overflow_at_least = True
             raise too_long
@@ -304,6 +329,9 @@ async def count_tokens(request: web.Request, api: str, *, model: str | None = No
         ):
             body = body["generateContentRequest"]
         conversation = parse_request(adapter, body, model=model, stream=False)
+        limit = await state.context_limit()
+        if (floor := prompt_token_floor(conversation, state.longest_token_chars, limit)) >= limit:
+            raise context_length_error(adapter, limit, floor)  # not worth tokenizing megabytes to say so
         count = len(await asyncio.to_thread(state.chat_format.render_prompt, conversation))
     except ProviderError as error:
         return error_response(adapter, error)

@@ -78,6 +78,8 @@ class Conversation:
     # Gemini only: ``streamGenerateContent?alt=sse`` streams SSE; without ``alt=sse`` it streams one JSON
     # array. The gateway sets this from the URL; the adapter's ``stream_content_type`` follows it.
     sse: bool = True
+    # The tools' canonical JSON once computed (``normalize.conversation_tools_key``); not part of the request.
+    tools_key: str | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from services.gateway.conversation import Message, ToolSpec
+from services.gateway.conversation import Conversation, Message, ToolSpec
 
 
 @dataclass(frozen=True)
@@ -125,3 +125,11 @@ def tools_key(tools: list[ToolSpec]) -> str:
             for t in tools
         ]
     )
+
+
+def conversation_tools_key(conversation: Conversation) -> str:
+    """``tools_key`` of the conversation's tools, computed once per request: the size pre-check
+    (``request_checks.prompt_chars``) and the splice's tools digest both read it."""
+    if conversation.tools_key is None:
+        conversation.tools_key = tools_key(conversation.tools)
+    return conversation.tools_key

@@ -9,13 +9,19 @@ Called by ``app.py`` in this order, each failure a ``ProviderError`` the handler
    parse, then lone UTF-16 surrogates (``\\ud800`` escapes that decode to no character: the tokenizer, the
    template and every JSON encoder downstream fail on them).
 2. after the adapter's parse, ``check_conversation``: every tool result answers a tool call made earlier in
-   the conversation (the vendors refuse orphans too), and ``max_tokens`` is a budget some model could have
-   (``MAX_COMPLETION_TOKENS``). A budget over the context but under that is capped, not refused: harnesses ask
-   for their defaults (Claude Code 32000) whatever the model.
-3. ``prompt_token_floor``: a lower bound of the prompt's length in tokens from its character count and the
-   longest token of the vocabulary, so a prompt far over the context is refused at once instead of after
-   tokenizing megabytes (a 10 MB prompt took 24 s). The limit quoted is the engine's (``GatewayState.
-   context_limit``).
+   the conversation (the vendors refuse orphans too), and ``max_tokens`` is a budget some model could have: at
+   most the larger of the served context and ``MAX_COMPLETION_TOKENS`` (the largest output any vendor's model
+   allows). A budget over the context but under that is capped to what the context leaves, not refused:
+   harnesses ask for their defaults (Claude Code 32000) whatever the model, and a context of 8192 must still
+   serve them. (Below 1, a wrong type, or a spelling the API does not take are the adapters' 400s.)
+3. ``prompt_token_floor``: a lower bound of the prompt's length in tokens from the character count of everything
+   in the request that reaches the model — message text, reasoning, tool-call names and arguments, tool results,
+   the tools' names, descriptions and schemas — and the longest token of the vocabulary, so a prompt far over
+   the context is refused at once instead of after rendering and tokenizing megabytes (a 10 MB prompt took
+   24 s). The limit quoted is the engine's (``GatewayState.context_limit``). What does not reach the model
+   (dropped image parts, ignored fields) reaches only the recorder's raw body, which ``read_json`` caps at
+   ``settings.max_request_bytes``. Counting costs one pass over the messages plus the tools' compact JSON, which
+   the splice's tools digest reuses (``normalize.conversation_tools_key``): no request is encoded twice.
 """
 
 from __future__ import annotations
@@ -27,10 +33,20 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
-from services.gateway.conversation import Conversation, ProviderError
+from services.gateway.conversation import Conversation, ProviderError, ToolSpec
+from services.gateway.normalize import conversation_tools_key
 
-# Largest completion budget a request may ask for: no model generates a million tokens in one reply.
-MAX_COMPLETION_TOKENS = 1 << 20
+# Largest completion budget a request may ask for over the served context: the largest output any vendor's model
+# allows (128k). Larger ones are absurd; the vendors answer them with a 400 too.
+MAX_COMPLETION_TOKENS = 1 << 17
+
+# The budget's field in each API, for the error's ``param``.
+MAX_TOKENS_PARAM = {
+    "openai_chat": "max_tokens",
+    "openai_responses": "max_output_tokens",
+    "anthropic_messages": "max_tokens",
+    "gemini": "generationConfig.maxOutputTokens",
+}
 
 # Deepest JSON nesting a request body may have. Real harness bodies reach ~20 (tool schemas inside tools inside
 # the body); ``fields.MAX_OPAQUE_DEPTH`` bounds what is inside a schema.
@@ -121,16 +137,60 @@ def check_conversation(conversation: Conversation, context_limit: int) -> None:
                 "message made",
                 param="messages",
             )
-    if conversation.max_tokens is not None and conversation.max_tokens > MAX_COMPLETION_TOKENS:
+    ceiling = max(MAX_COMPLETION_TOKENS, context_limit)
+    if conversation.max_tokens is not None and conversation.max_tokens > ceiling:
+        param = MAX_TOKENS_PARAM.get(conversation.provider_api, "max_tokens")
         raise ProviderError(
             400,
-            f"max_tokens is too large: {conversation.max_tokens}; at most {MAX_COMPLETION_TOKENS} (and the served "
+            f"{param} is too large: {conversation.max_tokens}; at most {ceiling} (and the served "
             f"context is {context_limit} tokens)",
-            param="max_tokens",
+            param=param,
         )
 
 
-def prompt_token_floor(conversation: Conversation, longest_token_chars: int) -> int:
-    """At least this many tokens: no token covers more characters than the vocabulary's longest entry."""
-    chars = sum(len(m.content) + len(m.reasoning or "") for m in conversation.messages)
-    return -(-chars // max(1, longest_token_chars))
+def _arguments_chars(arguments: dict[str, Any] | str) -> int:
+    """Characters a tool call's arguments take in the prompt, at least: the keys and string values of the top level
+    as they are (the common case, no encoding), anything else as its JSON."""
+    if isinstance(arguments, str):
+        return len(arguments)
+    chars = 0
+    for key, value in arguments.items():
+        chars += len(key) + (
+            len(value) if isinstance(value, str) else len(json.dumps(value, ensure_ascii=False))
+        )
+    return chars
+
+
+def prompt_chars(conversation: Conversation, enough: int | None = None) -> int:
+    """Characters of everything in the request that the template renders for the model (a lower bound of the
+    rendering's length for templates that render tool schemas as JSON, as every template we serve does). With
+    ``enough``, a count that reaches it is returned before the tools' schemas are encoded (the costly part)."""
+    chars = 0
+    for m in conversation.messages:
+        chars += len(m.content) + len(m.reasoning or "") + len(m.name or "")
+        for call in m.tool_calls:
+            chars += len(call.name) + _arguments_chars(call.arguments)
+    if not conversation.tools:
+        return chars
+    if enough is not None:
+        plain = sum(len(t.name) + len(t.description) for t in conversation.tools)
+        if chars + plain >= enough:
+            return chars + plain
+    chars += len(conversation_tools_key(conversation))  # names, descriptions and schemas as compact JSON
+    # a custom tool's format text is in the key but not in the rendering (``chat_format.tool_to_template``)
+    return chars - sum(_custom_format_chars(t) for t in conversation.tools if t.kind == "custom")
+
+
+def _custom_format_chars(tool: ToolSpec) -> int:
+    try:
+        return len(json.dumps(tool.parameters["properties"]["input"]["description"], ensure_ascii=False))
+    except (KeyError, TypeError):
+        return 0
+
+
+def prompt_token_floor(conversation: Conversation, longest_token_chars: int, limit: int | None = None) -> int:
+    """At least this many tokens: no token covers more characters than the vocabulary's longest entry. With
+    ``limit``, counting may stop once the floor is known to reach it."""
+    per_token = max(1, longest_token_chars)
+    enough = None if limit is None else limit * per_token
+    return -(-prompt_chars(conversation, enough) // per_token)

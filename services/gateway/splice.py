@@ -57,7 +57,7 @@ import numpy as np
 
 from services.gateway.chat_format import ChatFormat
 from services.gateway.conversation import Conversation, Message, ToolSpec
-from services.gateway.normalize import message_key, tools_key
+from services.gateway.normalize import conversation_tools_key, message_key, tools_key
 from shared.inference_client import PromptIds
 
 SpliceMode = Literal["splice", "retemplate"]
@@ -117,7 +117,7 @@ class ConversationDigest:
         self.roles = [m.role for m in self.messages]
         self.raw = [raw_digest(m) for m in self.messages]
         self._meaning: list[bytes | None] = [None] * len(self.messages)
-        self.tools = tools_digest(conversation.tools)
+        self.tools = _digest(conversation_tools_key(conversation))
         self.rendering: str | None = None
         """The template's text of the conversation once a plan rendered it (``Splicer.render_text``): a plan tried
         on the event loop and given up there (``TooLongForTheLoop``) is not rendered again in its thread."""

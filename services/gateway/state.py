@@ -130,7 +130,7 @@ async def open_state(
     tip_redis = redis_for_calls(settings.redis_url, decode_responses=False)
     sessions = async_session_factory(engine)
     owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-    tips = TipStore(tip_redis, owner)
+    tips = TipStore(tip_redis, owner, max_in_flight=settings.gateway_max_calls_in_flight_per_rollout)
     state = GatewayState(
         settings=settings,
         engine=engine,

@@ -75,14 +75,32 @@ return seq
 
 
 LOAD_SCRIPT = """
--- KEYS: rollout hash, pending hash, the pool's served hash; ARGV: serving mark ('' = none), owner, ttl seconds
+-- KEYS: rollout hash, pending hash, the pool's served hash; ARGV: serving mark ('' = none), owner, ttl seconds,
+-- calls in flight a rollout may have (0 = no limit), the lease keys' prefix
 -- The rollout's state and what the pool serves; a call of a known, open rollout is marked as being served by
--- this process.
+-- this process, unless the rollout already has the limit's number of calls being served by live processes
+-- (marks of a dead process do not count): then nothing is marked and the third value is that number.
+local busy = 0
 if ARGV[1] ~= '' and redis.call('EXISTS', KEYS[1]) == 1 and redis.call('HEXISTS', KEYS[1], 'closed') == 0 then
-  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-  redis.call('EXPIRE', KEYS[2], tonumber(ARGV[3]))
+  local limit = tonumber(ARGV[4])
+  if limit > 0 then
+    local entries = redis.call('HGETALL', KEYS[2])
+    local live, alive = 0, {}
+    for i = 1, #entries, 2 do
+      if string.sub(entries[i], 1, 1) == '~' then
+        local owner = entries[i + 1]
+        if alive[owner] == nil then alive[owner] = redis.call('EXISTS', ARGV[5] .. owner) end
+        live = live + alive[owner]
+      end
+    end
+    if live >= limit then busy = live end
+  end
+  if busy == 0 then
+    redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+    redis.call('EXPIRE', KEYS[2], tonumber(ARGV[3]))
+  end
 end
-return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[3])}
+return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[3]), busy}
 """
 
 
@@ -105,6 +123,9 @@ class RolloutState:
     """Calls the rollout committed so far (the hash's ``seq``): the index of the next call, for its seed."""
     served: Served | None = None
     """What the inference pool served when the call arrived (``shared/pool.py``; None: nobody manages it)."""
+    busy: int = 0
+    """> 0: the call was not marked as served because the rollout already had this many calls in flight (its
+    limit, ``TipStore.max_in_flight``); the caller refuses it (429)."""
 
 
 def encode_history(history: list[MessageDigest]) -> str:
@@ -171,9 +192,17 @@ def decode_cut(text: bytes | str) -> tuple[int, RetemplateCut, bool]:
 class TipStore:
     """A process's view of every rollout's chain tips (Redis + a local cache of ids)."""
 
-    def __init__(self, redis_client: aioredis.Redis, owner: str, cache_tokens: int = CACHE_TOKENS) -> None:
+    def __init__(
+        self,
+        redis_client: aioredis.Redis,
+        owner: str,
+        cache_tokens: int = CACHE_TOKENS,
+        max_in_flight: int = 0,
+    ) -> None:
         self.redis = redis_client  # decode_responses=False: ids are bytes
         self.owner = owner
+        self.max_in_flight = max_in_flight
+        """Calls one rollout may have being served at once, by all gateway processes together (0: no limit)."""
         self.cache_tokens = cache_tokens
         self._cache: OrderedDict[tuple[str, int], PromptIds] = OrderedDict()
         self._cached_tokens = 0
@@ -208,9 +237,9 @@ class TipStore:
     # --- reading -------------------------------------------------------------------------------------------
     async def load(self, rollout_key: str, serving: str | None = None) -> RolloutState:
         """The rollout's state; with ``serving`` (a call's mark) the call is registered as being served here."""
-        flat, pool = await self._load(
+        flat, pool, busy = await self._load(
             keys=[cs.state_key(rollout_key), cs.pending_key(rollout_key), SERVED_KEY],
-            args=[serving or "", self.owner, cs.ROLLOUT_TTL_S],
+            args=[serving or "", self.owner, cs.ROLLOUT_TTL_S, self.max_in_flight, cs.lease_key("")],
         )
         fields = {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}
         served = Served.from_hash({pool[i].decode(): pool[i + 1].decode() for i in range(0, len(pool), 2)})
@@ -234,7 +263,7 @@ class TipStore:
             tips.append(tip)
         tips.sort(key=lambda t: t.seq)
         return RolloutState(
-            binding, cs.FIELD_CLOSED in fields, tips, int(fields.get(cs.FIELD_SEQ, b"0")), served
+            binding, cs.FIELD_CLOSED in fields, tips, int(fields.get(cs.FIELD_SEQ, b"0")), served, int(busy)
         )
 
     async def ids(self, rollout_key: str, tip: ChainTip) -> PromptIds:

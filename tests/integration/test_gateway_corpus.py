@@ -122,6 +122,138 @@ def wrong_types(provider_api: str, body: dict[str, Any]) -> list[dict[str, Any]]
     return bodies
 
 
+def budget_spellings(provider_api: str, body: dict[str, Any], value: Any) -> list[dict[str, Any]]:
+    """``value`` in every place the API reads a completion budget from, and in places it refuses one: the other
+    API's spelling (Responses), both spellings at once (Chat), snake_case and duplicate spellings and the top
+    level (Gemini). Each must be refused, never read from one spelling and checked on another."""
+    out = [max_tokens_field(provider_api, body, value)]
+    if provider_api == "openai_chat":
+        out.append({**body, "max_completion_tokens": value})
+        out.append({**body, "max_completion_tokens": 64, "max_tokens": value})
+        out.append({**body, "max_completion_tokens": value, "max_tokens": 64})
+    elif provider_api == "openai_responses":
+        out.append({**body, "max_tokens": value})
+        out.append({**body, "max_completion_tokens": value})
+    elif provider_api == "gemini":
+        out.append({**body, "generation_config": {"max_output_tokens": value}})
+        out.append({**body, "generationConfig": {"maxOutputTokens": None, "max_output_tokens": value}})
+        out.append({**body, "generationConfig": {}, "generation_config": {"maxOutputTokens": value}})
+        out.append({**body, "maxOutputTokens": value})
+    return out
+
+
+def named_tool(provider_api: str, body: dict[str, Any], name: Any) -> list[dict[str, Any]]:
+    """A tool whose name is ``name``: as a function tool, and as the API's other tool kinds."""
+    out = bad_tool(provider_api, body, {"type": "object"})
+    tool = out["tools"][0]
+    if provider_api == "openai_chat":
+        tool["function"]["name"] = name
+        custom = {**body, "tools": [{"type": "custom", "custom": {"name": name}}]}
+        return [out, custom]
+    if provider_api == "openai_responses":
+        tool["name"] = name
+        custom = {**body, "tools": [{"type": "custom", "name": name}]}
+        hosted = {**body, "tools": [{"type": "web_search", "name": name}]}
+        return [out, custom, hosted]
+    if provider_api == "anthropic_messages":
+        tool["name"] = name
+        server = {**body, "tools": [{"type": "bash_20250124", "name": name}]}
+        return [out, server]
+    tool["functionDeclarations"][0]["name"] = name
+    snake = {**body, "tools": [{"function_declarations": [{"name": name}]}]}
+    return [out, snake]
+
+
+# Names no vendor takes: not a string, empty, characters outside the vendor's set, longer than its limit (Anthropic
+# allows 128, the others 64).
+BAD_TOOL_NAMES: list[Any] = [
+    5,
+    ["bash"],
+    {"name": "bash"},
+    True,
+    "",
+    "rm -rf /",
+    "bash;ls",
+    "é",
+    "x" * 129,
+    "y" * 300,
+]
+
+
+def schemaless_or_scalar_tools(provider_api: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Schemas that are not a JSON object's (a string, an array), and Anthropic's required ``input_schema`` left out."""
+    out = [bad_tool(provider_api, body, {"type": "string"}), bad_tool(provider_api, body, {"type": "array"})]
+    if provider_api == "anthropic_messages":
+        out.append({**body, "tools": [{"name": "bash"}]})
+    return out
+
+
+BIG = "word " * 2_000_000  # 10 MB: far over the engine's context in any tokenizer
+
+
+def oversize_parts(provider_api: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A small message with 10 MB in a part that reaches the model other than message text: a tool's description,
+    its schema, a tool call's arguments in the history, a tool result."""
+    schema = {"type": "object", "properties": {"command": {"type": "string", "description": BIG}}}
+    out = [bad_tool(provider_api, body, schema)]
+    described = bad_tool(provider_api, body, {"type": "object"})
+    tool = described["tools"][0]
+    target = tool.get("function") or (tool.get("functionDeclarations") or [tool])[0]
+    target["description"] = BIG
+    out.append(described)
+    for arguments, result in ((BIG, "ok"), ("ls", BIG)):
+        out.append(with_history(provider_api, body, arguments, result))
+    return out
+
+
+def with_history(provider_api: str, body: dict[str, Any], command: str, result: str) -> dict[str, Any]:
+    """``body`` with one tool call (``command``) and its result (``result``) in the history."""
+    out = copy.deepcopy(body)
+    if provider_api == "openai_chat":
+        call = {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "bash", "arguments": json.dumps({"command": command})},
+        }
+        out["messages"] = [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_1", "content": result},
+        ]
+    elif provider_api == "openai_responses":
+        out["input"] = [
+            {"role": "user", "content": "go"},
+            {
+                "type": "function_call",
+                "call_id": "call_1",
+                "name": "bash",
+                "arguments": json.dumps({"command": command}),
+            },
+            {"type": "function_call_output", "call_id": "call_1", "output": result},
+        ]
+    elif provider_api == "anthropic_messages":
+        out["messages"] = [
+            {"role": "user", "content": "go"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": command}}
+                ],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": result}],
+            },
+        ]
+    else:
+        out["contents"] = [
+            {"role": "user", "parts": [{"text": "go"}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "bash", "args": {"command": command}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "bash", "response": {"out": result}}}]},
+        ]
+    return out
+
+
 def deep(levels: int) -> bytes:
     return b'{"model": "policy", "messages": ' + b"[" * levels + b"]" * levels + b"}"
 
@@ -135,10 +267,29 @@ CORPUS: dict[str, Callable[[str, dict[str, Any]], list[bytes]]] = {
         json.dumps(with_text(api, body, "go")).replace('"go"', '"a \\udfff"').encode(),
         json.dumps(with_text(api, body, "go")).encode().replace(b'"go"', b'"\xed\xa0\x80"'),
     ],
-    "negative max_tokens": lambda api, body: [json.dumps(max_tokens_field(api, body, -1)).encode()],
+    "negative max_tokens": lambda api, body: [
+        json.dumps(b).encode()
+        for value in (-1, -(10**9), 0, -0.5)
+        for b in budget_spellings(api, body, value)
+    ],
     "huge max_tokens": lambda api, body: [
-        json.dumps(max_tokens_field(api, body, 10**12)).encode(),
-        json.dumps(max_tokens_field(api, body, 2**31 - 1)).encode(),
+        json.dumps(b).encode()
+        for value in (10**12, 2**31 - 1, 2**20, 10**6, 1e9, 10**30)
+        for b in budget_spellings(api, body, value)
+    ],
+    "non-integer max_tokens": lambda api, body: [
+        json.dumps(b).encode()
+        for value in ("100", 1.5, True, [1], {"n": 1})
+        for b in budget_spellings(api, body, value)
+    ],
+    "bad tool names": lambda api, body: [
+        json.dumps(b).encode() for name in BAD_TOOL_NAMES for b in named_tool(api, body, name)
+    ],
+    "non-object tool schemas": lambda api, body: [
+        json.dumps(b).encode() for b in schemaless_or_scalar_tools(api, body)
+    ],
+    "10 MB outside the messages' text": lambda api, body: [
+        json.dumps(b).encode() for b in oversize_parts(api, body)
     ],
     "impossible sampling": lambda api, body: [
         json.dumps(sampling_field(api, body, "temperature", -1)).encode(),
@@ -198,7 +349,7 @@ def test_malformed_requests_get_a_fast_provider_shaped_4xx_and_record_nothing(  
                 "OUT_OF_RANGE",
             ), where
             assert elapsed < ANSWER_WITHIN_S, f"{where} took {elapsed:.2f}s"
-            if case == "10 MB prompt":
+            if case in ("10 MB prompt", "10 MB outside the messages' text"):
                 message = json.dumps(response.json())
                 assert str(ENGINE_LIMIT) in message and "8192" not in message, where
     assert count_calls(db, ref.rollout_id) == warm_calls

@@ -50,7 +50,7 @@ def test_tool_results_must_answer_an_earlier_call() -> None:
 
 def test_an_impossible_max_tokens_is_refused_a_large_one_is_left_to_the_cap() -> None:
     check_conversation(conversation(Message("user", "go"), max_tokens=32000), 4096)  # Claude Code's default
-    with pytest.raises(ProviderError, match="max_tokens is too large: 2147483647; at most 1048576"):
+    with pytest.raises(ProviderError, match="max_tokens is too large: 2147483647; at most 131072"):
         check_conversation(conversation(Message("user", "go"), max_tokens=2**31 - 1), 4096)
 
 

@@ -180,13 +180,15 @@ def _parse_assistant(content: Any, path: str, notes: list[str]) -> Message:
 def _parse_tool(raw: Any, path: str, notes: list[str]) -> ToolSpec | None:
     tool = f.require_object(raw, path)
     kind = f.optional_str(tool, "type", f"{path}.", default="custom")
+    # Every tool has a name the API checks, built-in ones included (it refuses the request otherwise).
+    name = f.tool_name(tool.get("name"), f"{path}.name", f.ANTHROPIC_TOOL_NAME)
     if kind != "custom":  # server and versioned built-in tools (web_search_2025…, bash_2025…)
         notes.append(f"{path}: {kind} tool dropped")
         return None
     return ToolSpec(
-        name=f.require_str(tool.get("name"), f"{path}.name"),
+        name=name,
         description=f.optional_str(tool, "description", f"{path}."),
-        parameters=f.tool_schema(tool, "input_schema", f"{path}."),
+        parameters=f.tool_schema(tool, "input_schema", f"{path}.", required=True),
     )
 
 

@@ -17,6 +17,7 @@ import binascii
 import hashlib
 import json
 import math
+import re
 from collections.abc import Callable
 from functools import wraps
 from typing import Any, ParamSpec, TypeVar
@@ -82,16 +83,39 @@ def opaque_object(value: Any, path: str) -> dict[str, Any]:
     return obj
 
 
-def tool_schema(body: dict[str, Any], key: str, path: str = "") -> dict[str, Any]:
-    """A tool's parameter schema: depth-checked, and its top level well formed as JSON Schema (``type`` a
-    string or list of strings, ``properties`` an object of objects, ``required`` a list of strings), since chat
-    templates and tool-call parsers read exactly these keys. The vendors refuse such schemas with a 400 too."""
+# What each vendor allows as a tool's name (the vendors answer any other name with a 400). OpenAI (Chat and
+# Responses): letters, digits, ``_`` and ``-``, at most 64; Anthropic: the same characters, at most 128; Gemini:
+# also ``.`` and ``:``, starting with a letter or ``_``, at most 64.
+OPENAI_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+ANTHROPIC_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,128}")
+GEMINI_TOOL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}")
+
+
+def tool_name(value: Any, path: str, pattern: re.Pattern[str]) -> str:
+    """A tool's name as its vendor allows it: a string matching ``pattern`` (checked on the declaration, where
+    the vendors check it; names in the history's tool calls only have to be strings)."""
+    name = require_str(value, path)
+    if pattern.fullmatch(name) is None:
+        shown = name if len(name) <= 80 else name[:80] + "…"
+        raise bad(path, f"a tool name matching ^{pattern.pattern}$, not {shown!r}")
+    return name
+
+
+def tool_schema(body: dict[str, Any], key: str, path: str = "", *, required: bool = False) -> dict[str, Any]:
+    """A tool's parameter schema: depth-checked, and its top level well formed as JSON Schema for a function's
+    arguments (``type``, where given, ``object`` — any case, Gemini spells it ``OBJECT``; ``properties`` an object of
+    objects, ``required`` a list of strings), since chat templates and tool-call parsers read exactly these keys.
+    The vendors refuse such schemas with a 400 too (Anthropic's ``input_schema`` is ``required``)."""
+    if required and body.get(key) is None:
+        raise bad(f"{path}{key}", "a JSON Schema object (the field is required)")
     schema = optional_opaque(body, key, path)
     where = f"{path}{key}"
     kind = schema.get("type")
     if kind is not None and not isinstance(kind, str):
         for i, item in enumerate(require_list(kind, f"{where}.type")):
             require_str(item, f"{where}.type[{i}]")
+    if kind is not None and (not isinstance(kind, str) or kind.lower() != "object"):
+        raise bad(f"{where}.type", "'object': a tool's arguments are a JSON object")
     properties = schema.get("properties")
     if properties is not None:
         for name, prop in require_object(properties, f"{where}.properties").items():

@@ -73,13 +73,27 @@ def _get(obj: dict[str, Any], camel: str) -> Any:
     return obj.get(_snake(camel)) if value is None else value
 
 
-def _camel_keys(obj: dict[str, Any]) -> dict[str, Any]:
-    """The object with snake_case keys renamed to camelCase, so the typed readers see one spelling."""
+def _camel_keys(obj: dict[str, Any], path: str = "") -> dict[str, Any]:
+    """The object with snake_case keys renamed to camelCase, so the typed readers see one spelling. A field given
+    in both spellings is refused (as the API does), never read from one and checked on the other."""
     out: dict[str, Any] = {}
     for key, value in obj.items():
         head, *rest = key.split("_")
-        out.setdefault(head + "".join(word[:1].upper() + word[1:] for word in rest), value)
+        camel = head + "".join(word[:1].upper() + word[1:] for word in rest)
+        if out.get(camel) is None:
+            out[camel] = value
+        elif value is not None:
+            raise ProviderError(
+                400, f"Invalid JSON payload received. Duplicate field {path}{camel}.", param=f"{path}{camel}"
+            )
     return out
+
+
+# ``generationConfig`` fields sent at the top level: the API answers "Unknown name" (400); ignored, a budget
+# there would leave the generation unbounded.
+_MISPLACED_CONFIG = frozenset(
+    {"maxOutputTokens", "temperature", "topP", "topK", "stopSequences", "candidateCount", "seed"}
+)
 
 
 # --- parse ---------------------------------------------------------------------------------------------
@@ -89,6 +103,13 @@ def _camel_keys(obj: dict[str, Any]) -> dict[str, Any]:
 def parse(body: Any, *, model: str | None = None, stream: bool | None = None) -> Conversation:
     body = _camel_keys(f.require_object(body, "body"))
     notes: list[str] = []
+    for name in _MISPLACED_CONFIG.intersection(body):
+        raise ProviderError(
+            400,
+            f'Invalid JSON payload received. Unknown name "{name}": Cannot find field. (It belongs in '
+            "generationConfig.)",
+            param=name,
+        )
     messages: list[Message] = []
     system = body.get("systemInstruction")
     if system is not None:
@@ -108,7 +129,7 @@ def parse(body: Any, *, model: str | None = None, stream: bool | None = None) ->
     tools: list[ToolSpec] = []
     for i, raw in enumerate(f.optional_list(body, "tools")):
         tools.extend(_parse_tool(raw, f"tools[{i}]", notes))
-    config = _camel_keys(f.optional_object(body, "generationConfig", "") or {})
+    config = _camel_keys(f.optional_object(body, "generationConfig", "") or {}, "generationConfig.")
     candidates = f.optional_int(config, "candidateCount", "generationConfig.", minimum=1)
     if candidates not in (None, 1):
         raise ProviderError(
@@ -236,7 +257,7 @@ def _parse_tool(raw: Any, path: str, notes: list[str]) -> list[ToolSpec]:
         decl = _camel_keys(decl)
         specs.append(
             ToolSpec(
-                name=f.require_str(decl.get("name"), f"{decl_path}.name"),
+                name=f.tool_name(decl.get("name"), f"{decl_path}.name", f.GEMINI_TOOL_NAME),
                 description=f.optional_str(decl, "description", f"{decl_path}."),
                 parameters=_lower_types(f.tool_schema(decl, schema_key, f"{decl_path}.")),
             )

@@ -84,9 +84,17 @@ def parse(body: Any, *, model: str | None = None, stream: bool | None = None) ->
     if n not in (None, 1):
         raise ProviderError(400, "n: only n=1 is supported", param="n")
     stream_options = f.optional_object(body, "stream_options", "") or {}
-    max_tokens = f.optional_int(body, "max_completion_tokens", minimum=1)
-    if max_tokens is None:
-        max_tokens = f.optional_int(body, "max_tokens", minimum=1)
+    # Both spellings are read and must agree: one budget sampled with while another goes unchecked is refused.
+    max_completion_tokens = f.optional_int(body, "max_completion_tokens", minimum=1)
+    legacy_max_tokens = f.optional_int(body, "max_tokens", minimum=1)
+    if None not in (max_completion_tokens, legacy_max_tokens) and max_completion_tokens != legacy_max_tokens:
+        raise ProviderError(
+            400,
+            f"max_tokens ({legacy_max_tokens}) and max_completion_tokens ({max_completion_tokens}) disagree; "
+            "send max_completion_tokens alone",
+            param="max_tokens",
+        )
+    max_tokens = legacy_max_tokens if max_completion_tokens is None else max_completion_tokens
     return Conversation(
         provider_api=API,
         messages=messages,
@@ -178,7 +186,7 @@ def _parse_tool(raw: Any, path: str, notes: list[str]) -> ToolSpec | None:
     if kind == "custom":
         custom = f.require_object(tool.get("custom"), f"{path}.custom")
         return ToolSpec(
-            name=f.require_str(custom.get("name"), f"{path}.custom.name"),
+            name=f.tool_name(custom.get("name"), f"{path}.custom.name", f.OPENAI_TOOL_NAME),
             description=f.optional_str(custom, "description", f"{path}.custom."),
             parameters=f.custom_tool_parameters(f.dump_json(custom.get("format") or {"type": "text"})),
             kind="custom",
@@ -189,7 +197,7 @@ def _parse_tool(raw: Any, path: str, notes: list[str]) -> ToolSpec | None:
 
 def _function_spec(function: dict[str, Any], path: str) -> ToolSpec:
     return ToolSpec(
-        name=f.require_str(function.get("name"), f"{path}name"),
+        name=f.tool_name(function.get("name"), f"{path}name", f.OPENAI_TOOL_NAME),
         description=f.optional_str(function, "description", path),
         parameters=f.tool_schema(function, "parameters", path),
     )

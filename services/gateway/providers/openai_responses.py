@@ -60,6 +60,10 @@ _HANDLED = {
 }  # fmt: skip
 
 
+# Completion-budget fields of the other OpenAI API; the Responses API answers them with a 400.
+_OTHER_APIS_LIMITS = ("max_tokens", "max_completion_tokens")
+
+
 def new_tool_call_id() -> str:
     return f.random_id(TOOL_CALL_ID_PREFIX)
 
@@ -79,6 +83,15 @@ def context_length_error(limit: int, requested: int) -> ProviderError:
 def parse(body: Any, *, model: str | None = None, stream: bool | None = None) -> Conversation:
     body = f.require_object(body, "body")
     notes: list[str] = []
+    for other in _OTHER_APIS_LIMITS:  # the API refuses these spellings; ignoring them would sample unbounded
+        if other in body:
+            raise ProviderError(
+                400,
+                f"Unsupported parameter: '{other}'. In the Responses API, this parameter has moved to "
+                "'max_output_tokens'.",
+                param=other,
+                code="unsupported_parameter",
+            )
     if body.get("previous_response_id") is not None:
         raise ProviderError(
             400,
@@ -194,7 +207,7 @@ def _parse_tool(raw: Any, path: str, notes: list[str]) -> ToolSpec | None:
     kind = f.require_str(tool.get("type"), f"{path}.type")
     if kind == "function":
         return ToolSpec(
-            name=f.require_str(tool.get("name"), f"{path}.name"),
+            name=f.tool_name(tool.get("name"), f"{path}.name", f.OPENAI_TOOL_NAME),
             description=f.optional_str(tool, "description", f"{path}."),
             parameters=f.tool_schema(tool, "parameters", f"{path}."),
         )
@@ -208,11 +221,13 @@ def _parse_tool(raw: Any, path: str, notes: list[str]) -> ToolSpec | None:
         else:
             format_text = "freeform text"
         return ToolSpec(
-            name=f.require_str(tool.get("name"), f"{path}.name"),
+            name=f.tool_name(tool.get("name"), f"{path}.name", f.OPENAI_TOOL_NAME),
             description=f.optional_str(tool, "description", f"{path}."),
             parameters=f.custom_tool_parameters(format_text),
             kind="custom",
         )
+    if "name" in tool:  # a hosted tool is dropped, but not one the API itself would refuse
+        f.tool_name(tool["name"], f"{path}.name", f.OPENAI_TOOL_NAME)
     notes.append(f"{path}: {kind} tool dropped")
     return None
 
