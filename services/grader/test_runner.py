@@ -325,7 +325,7 @@ def read_no_follow(root: Path, rel: str, limit_bytes: int) -> bytes:
             try:
                 next_fd = os.open(part, flags | os.O_DIRECTORY, dir_fd=fd)
             except NotADirectoryError as exc:
-                raise ReportError(f"{rel}: {part} is not a folder") from exc
+                raise ReportError(f"{rel}: {part} is a symlink or not a folder") from exc
             except OSError as exc:
                 if exc.errno == 40:  # ELOOP: a symlink
                     raise ReportError(f"{rel}: {part} is a symlink") from exc
