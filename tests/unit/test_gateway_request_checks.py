@@ -57,3 +57,20 @@ def test_an_impossible_max_tokens_is_refused_a_large_one_is_left_to_the_cap() ->
 def test_the_prompt_floor_is_a_lower_bound() -> None:
     assert prompt_token_floor(conversation(Message("user", "a" * 100)), 16) == 7
     assert prompt_token_floor(conversation(Message("assistant", "", reasoning="b" * 32)), 16) == 2
+
+
+def test_the_prompt_floor_counts_tools_and_tool_call_arguments() -> None:
+    from services.gateway.conversation import ToolSpec
+
+    plain = conversation(Message("user", "go"))
+    tooled = Conversation(
+        "openai_chat",
+        [Message("user", "go"), Message("assistant", "", [ToolCall("c1", "bash", {"command": "x" * 1600})])],
+        tools=[
+            ToolSpec("bash", "d" * 3200, {"type": "object", "properties": {"p": {"description": "s" * 1600}}})
+        ],
+    )
+    assert prompt_token_floor(plain, 16) == 1
+    assert prompt_token_floor(tooled, 16) >= (1600 + 3200 + 1600) // 16
+    # with a limit, counting stops once the floor reaches it (before the schemas are encoded)
+    assert prompt_token_floor(tooled, 16, limit=100) >= 100
