@@ -167,7 +167,15 @@ def snapshot_base(workspace: Path, git_dir: Path) -> Path:
 
 def inspect_workspace(workspace: Path, max_entries: int = MAX_ENTRIES) -> dict[str, Entry]:
     """Every path under ``workspace`` (its top-level ``.git`` left unread), from ``lstat`` alone: nothing is
-    followed or opened. ``PatchRefused`` for a special file, a nested ``.git`` or more than ``max_entries``."""
+    followed or opened. ``PatchRefused`` for a special file, a nested ``.git``, more than ``max_entries``, or a
+    tree that cannot be walked (names too long, too deep): the agent made it so, and retrying would not help."""
+    try:
+        return _walk(workspace, max_entries)
+    except OSError as exc:
+        raise PatchRefused(f"the workspace cannot be walked: {exc.strerror} ({exc.filename})") from None
+
+
+def _walk(workspace: Path, max_entries: int) -> dict[str, Entry]:
     entries: dict[str, Entry] = {}
     stack = [""]
     while stack:

@@ -117,3 +117,18 @@ def test_total_cap(work) -> None:  # type: ignore[no-untyped-def]
         (root / f"f{i}.txt").write_bytes(b"z" * 1000)
     with pytest.raises(PatchRefused, match="more than 2500 bytes"):
         workspace_patch(root, base, git_dir, max_changed_bytes=2500)
+
+
+def test_a_tree_too_deep_to_walk_is_refused_not_a_crash(work) -> None:  # type: ignore[no-untyped-def]
+    root, base, git_dir = work
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        for _ in range(400):  # each name 250 bytes: the path passes PATH_MAX long before the end
+            os.mkdir("d" * 250, dir_fd=fd)
+            inner = os.open("d" * 250, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+    with pytest.raises(PatchRefused, match="cannot be walked"):
+        workspace_patch(root, base, git_dir)
