@@ -36,7 +36,9 @@ harness_error          if calls  the harness failed on its own (non-zero exit, a
                                  calls is graded like any other; one with no calls has nothing to grade and ends
                                  ``failed`` (reason ``no_calls``). Reason ``context``: the gateway refused a
                                  prompt longer than the model's context; the error and ``meta['context']``
-                                 carry both numbers (``shared/context_fit.py``)
+                                 carry both numbers (``shared/context_fit.py``). Reason ``patch_refused``: the
+                                 runner refused to diff what the agent left in its workspace (a special file, a
+                                 nested repository, files over the patch's limits); its patch is empty
 limit                  if calls  a limit ended it: the sandbox's wall clock, memory or disk, or a run's
                                  per-rollout limit. ``outcome_reason`` is ``limit:<name>`` (``limit_reason``)
 infrastructure_error   never     something that is not the model failed: the gateway or inference was
