@@ -355,6 +355,7 @@ def grade_patch(
             return verdict("no_test_report", None, result.isolation)
         problem = report_problem(
             cases,
+            listed_keys={junit_key(t) for t in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS)},
             collected_keys=collected,
             reported_exit=reported_exit,
             process_exit=result.exit_code,

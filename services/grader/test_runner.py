@@ -49,7 +49,8 @@ STARTUP_MODULES = frozenset({"sitecustomize", "usercustomize"})
 MODULE_SUFFIXES = (".py", ".pyc", ".pyo", ".pyw", ".pyd", ".so")
 # Commands that are plain pytest and get the launcher (with the arguments that follow them).
 PYTEST_PREFIXES = (("python", "-m", "pytest"), ("python3", "-m", "pytest"), ("pytest",), ("py.test",))
-_SHELL_SPECIALS = set("$`*?[]{}~!\\'\"")
+# Expansions the shell would do and shlex would not; quotes and plain words tokenise the same in both.
+_SHELL_SPECIALS = set("$`*?[]{}~!\\")
 
 
 class ReportError(Exception):
@@ -396,6 +397,7 @@ def parse_launcher_report(data: bytes) -> LauncherReport:
 def report_problem(
     cases: list[tuple[str, str]],
     *,
+    listed_keys: set[str],
     collected_keys: set[str] | None,
     reported_exit: int | None,
     process_exit: int,
@@ -404,8 +406,10 @@ def report_problem(
     """Why a junit report (its ``(key, status)`` cases) is not to be trusted, or None.
 
     A test may appear twice only when one of its entries is a failure (pytest writes a second case for an error in
-    teardown after a failure); a passing case must name a collected test; the launcher's exit status must be the
-    process's, and 0 only when nothing failed.
+    teardown after a failure); a passing case of a listed test (``listed_keys``, a parametrized case included) must
+    name a collected test (other stray cases cannot change the reward, and pytest's junit names some items — doctests
+    — differently from their node ids); the launcher's exit status must be the process's, and 0 only when nothing
+    failed.
     """
     seen: dict[str, list[str]] = {}
     for key, status in cases:
@@ -414,7 +418,13 @@ def report_problem(
         if len(statuses) > 1 and all(s == passed for s in statuses):
             return f"test {key} reported passing {len(statuses)} times"
     if collected_keys is not None:
-        stray = sorted(k for k, statuses in seen.items() if passed in statuses and k not in collected_keys)
+        stray = sorted(
+            k
+            for k, statuses in seen.items()
+            if passed in statuses
+            and k not in collected_keys
+            and (k in listed_keys or k.split("[", 1)[0] in listed_keys)
+        )
         if stray:
             return f"report lists passing tests that were never collected: {stray[:5]}"
     if reported_exit is not None:

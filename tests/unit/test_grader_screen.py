@@ -133,7 +133,11 @@ def test_patches_that_reach_into_the_framework_are_flagged() -> None:
     ("command", "args"),
     [
         ("python -m pytest -p no:cacheprovider -q --junitxml={junit_xml}", ["-p", "no:cacheprovider", "-q"]),
-        ("pytest tests/test_a.py -k 'not slow' --junitxml {junit_xml}", None),  # quotes: left to the shell
+        (
+            "pytest tests/test_a.py -k 'not slow' --junitxml {junit_xml}",
+            ["tests/test_a.py", "-k", "not slow"],
+        ),
+        ("python -m pytest tests/*.py --junitxml={junit_xml}", None),  # a glob: left to the shell
         ("python -m pytest tests/test_a.py -x --junit-xml={junit_xml}", ["tests/test_a.py", "-x"]),
         ("cd sub && python -m pytest --junitxml={junit_xml}", None),
         ("python -m pytest $ARGS --junitxml={junit_xml}", None),
@@ -176,7 +180,12 @@ def test_reports_are_read_without_following_links(tmp_path: Path) -> None:
 def test_untrusted_reports() -> None:
     def problem(cases, collected=None, reported=None, process=0):  # type: ignore[no-untyped-def]
         return report_problem(
-            cases, collected_keys=collected, reported_exit=reported, process_exit=process, passed="passed"
+            cases,
+            listed_keys={"a::t", "a::forged"},
+            collected_keys=collected,
+            reported_exit=reported,
+            process_exit=process,
+            passed="passed",
         )
 
     assert problem([("a::t", "passed")], {"a::t"}, 0, 0) is None
@@ -185,5 +194,7 @@ def test_untrusted_reports() -> None:
     )  # teardown error after a fail
     assert "2 times" in (problem([("a::t", "passed"), ("a::t", "passed")]) or "")
     assert "never collected" in (problem([("a::forged", "passed")], {"a::t"}, 0, 0) or "")
+    assert "never collected" in (problem([("a::forged[1]", "passed")], {"a::t"}, 0, 0) or "")
+    assert problem([("README.rst::README.rst", "passed")], {"a::t"}, 0, 0) is None  # not listed: cannot count
     assert "exit status" in (problem([("a::t", "passed")], {"a::t"}, 0, 1) or "")
     assert "lists failures" in (problem([("a::t", "failed")], {"a::t"}, 0, 0) or "")
