@@ -39,6 +39,11 @@ def default_runner_concurrency(cores: int | None) -> int:
     return max(2, min(8, cores or 1))
 
 
+def default_grader_concurrency(cores: int | None) -> int:
+    """Gradings at once by default: one per two cores (a test run is CPU-bound), at least 2 and at most 8."""
+    return max(2, min(8, (cores or 1) // 2))
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="HARNESSRL_", env_file=".env", extra="ignore")
 
@@ -150,7 +155,11 @@ class Settings(BaseSettings):
         "hung harness never holds up every rollout; harnesses mostly wait on the model).",
     )
     grader_concurrency: int = Field(
-        1, ge=1, le=64, description="Gradings `harnessrl up`'s grader runs at once."
+        default_factory=lambda: default_grader_concurrency(os.cpu_count()),
+        ge=1,
+        le=64,
+        description="Gradings `harnessrl up`'s grader (and `harnessrl worker grader`) runs at once (default: half "
+        "the machine's cores, 2 to 8, so one test that hangs until its time limit never holds up every grading).",
     )
     max_policy_lag: int = Field(
         2,
