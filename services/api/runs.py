@@ -183,7 +183,8 @@ async def add_tasks(session: AsyncSession, run_id: str, body: TasksAdd) -> Tasks
 
 
 async def stop_run(session: AsyncSession, run_id: str) -> Run:
-    """Ask a run to stop (idempotent); the scheduler cancels its queued rollouts and finishes the stop."""
+    """Ask a run to stop (idempotent); the scheduler cancels its queued and ungraded rollouts and finishes the stop,
+    runners and graders kill its harnesses and test runs in flight (they poll the run's status)."""
     run = await _run_or_404(session, run_id, lock=True)
     if run.status in (RunStatus.COMPLETED, RunStatus.FAILED):
         raise Conflict(f"run {run_id} already {run.status}")

@@ -41,7 +41,9 @@ The api process owns both, in one loop (``Scheduler.run``, started by ``create_a
 3. **Stop.** A ``stopping`` run (``POST /v1/runs/{id}/stop``) gets its not-yet-started rollouts marked
    ``cancelled`` and becomes ``stopped`` once none is running: the runner polls the run's status about once a
    second while a harness runs and kills a stopping run's harness, ending that rollout ``cancelled`` too
-   (``services/runner/rollout.py: stop_check``).
+   (``services/runner/rollout.py: stop_check``). Its finished, not yet graded rollouts are cancelled as well; a
+   grading in flight is killed by the grader's own stop check and a grading message of the stopped run (late, or
+   redelivered after a restart) runs no test (``services/grader/stopping.py``).
 4. **Start (the inference pool).** A run is created ``queued`` when ``Settings.pool_exclusive`` is on (the
    default): one full-weight policy is served at a time, so one run at a time may sample from it. ``PoolGate``
    starts the oldest queued run once no run is ``running`` or ``stopping``: it asks the inference updater to
@@ -279,13 +281,27 @@ async def _finish_stopping(session: AsyncSession, run: Run) -> str | None:
             finished_at=func.now(),
         )
     )
+    # Finished but not yet taken by a grader: never graded (its message, when delivered, only closes the group;
+    # services/grader/stopping.py). A rollout being graded is left to its grader, whose stop check kills the test
+    # run within a second or so; the row lock a grader takes to start makes the two exclusive.
+    ungraded = await session.execute(
+        update(Rollout)
+        .where(Rollout.run_id == run.id, Rollout.status == RolloutStatus.FINISHED)
+        .values(
+            status=RolloutStatus.CANCELLED,
+            outcome=Outcome.CANCELLED,
+            outcome_reason=RUN_STOPPED_REASON,
+            error="the run was stopped before this rollout was graded",
+        )
+    )
     running = await session.scalar(
         select(func.count())
         .select_from(Rollout)
         .where(Rollout.run_id == run.id, Rollout.status == RolloutStatus.RUNNING)
     )
     if running:
-        return f"stopping: {cancelled.rowcount} cancelled, {running} still running"  # type: ignore[attr-defined]
+        n_cancelled = cancelled.rowcount + ungraded.rowcount  # type: ignore[attr-defined]
+        return f"stopping: {n_cancelled} cancelled, {running} still running"
     run.status = RunStatus.STOPPED
     return "stopped"
 
