@@ -122,7 +122,7 @@ def main() -> None:
     junit_path = os.path.join(private, "junit.xml")
     collected = _Collected()
     args = [*pytest_args, "-p", "no:cacheprovider", "-c", inifile, f"--rootdir={workspace}",
-            f"--junitxml={junit_path}"]  # fmt: skip
+            f"--confcutdir={workspace}", f"--junitxml={junit_path}"]  # fmt: skip
     exit_code = int(pytest.main(args, plugins=[collected]))
     try:
         junit: str | None = _read_no_follow(junit_path, MAX_JUNIT_BYTES).decode("utf-8", errors="replace")

@@ -47,8 +47,10 @@ def test_a_base_module_named_like_the_standard_library_is_not_what_the_tests_imp
     (repo / "tests").mkdir(parents=True)
     (repo / "json.py").write_text("raise SystemExit('the repository json.py was imported')\n")
     (repo / "tests" / "test_j.py").write_text(
-        "import json\n\n\ndef test_stdlib_json():\n    assert json.dumps([1]) == '[1]'\n"
+        "import json\n\n\ndef test_stdlib_json(answer):\n    assert json.dumps([answer]) == '[42]'\n"
     )
+    # The base commit's own conftest.py is the task's, and still loads.
+    (repo / "conftest.py").write_text("import pytest\n\n\n@pytest.fixture\ndef answer():\n    return 42\n")
     task = Task(
         instance_id="stdlib-json",
         repo="t/json",
