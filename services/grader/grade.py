@@ -346,9 +346,12 @@ def grade_patch(
                     raise ReportError("pytest wrote no junit report")
                 junit_bytes = launched.junit
                 collected: set[str] | None = {junit_key(n) for n in launched.collected}
+                runner_outcomes: dict[str, str] | None = {
+                    junit_key(n): status for n, status in launched.outcomes.items()
+                }
                 reported_exit: int | None = launched.exit_code
             else:
-                junit_bytes, collected, reported_exit = data, None, None
+                junit_bytes, collected, runner_outcomes, reported_exit = data, None, None, None
             cases = junit_cases(junit_bytes)
         except (ReportError, ET.ParseError) as exc:
             log_lines.append(f"test report unreadable: {exc}")
@@ -357,6 +360,7 @@ def grade_patch(
             cases,
             listed_keys={junit_key(t) for t in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS)},
             collected_keys=collected,
+            runner_outcomes=runner_outcomes,
             reported_exit=reported_exit,
             process_exit=result.exit_code,
             passed=PASSED,

@@ -372,6 +372,7 @@ class LauncherReport:
     exit_code: int
     collected: list[str]
     junit: bytes | None
+    outcomes: dict[str, str]  # node id -> passed | failed | skipped, from pytest's reports
 
 
 def parse_launcher_report(data: bytes) -> LauncherReport:
@@ -391,7 +392,12 @@ def parse_launcher_report(data: bytes) -> LauncherReport:
         raise ReportError("report fields have the wrong types")
     if junit is not None and not isinstance(junit, str):
         raise ReportError("report junit is not text")
-    return LauncherReport(exit_code, collected, junit.encode() if junit is not None else None)
+    outcomes = doc.get("outcomes")
+    if not isinstance(outcomes, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in outcomes.items()
+    ):
+        raise ReportError("report outcomes have the wrong types")
+    return LauncherReport(exit_code, collected, junit.encode() if junit is not None else None, outcomes)
 
 
 def report_problem(
@@ -399,6 +405,7 @@ def report_problem(
     *,
     listed_keys: set[str],
     collected_keys: set[str] | None,
+    runner_outcomes: dict[str, str] | None = None,
     reported_exit: int | None,
     process_exit: int,
     passed: str,
@@ -408,7 +415,8 @@ def report_problem(
     A test may appear twice only when one of its entries is a failure (pytest writes a second case for an error in
     teardown after a failure); a passing case of a listed test (``listed_keys``, a parametrized case included) must
     name a collected test (other stray cases cannot change the reward, and pytest's junit names some items — doctests
-    — differently from their node ids); the launcher's exit status must be the process's, and 0 only when nothing
+    — differently from their node ids) and, with ``runner_outcomes`` (junit key -> the launcher's record of pytest's
+    own reports), one that passed there; the launcher's exit status must be the process's, and 0 only when nothing
     failed.
     """
     seen: dict[str, list[str]] = {}
@@ -427,6 +435,14 @@ def report_problem(
         )
         if stray:
             return f"report lists passing tests that were never collected: {stray[:5]}"
+    if runner_outcomes is not None:
+        contradicted = sorted(
+            k
+            for k, statuses in seen.items()
+            if passed in statuses and k in runner_outcomes and runner_outcomes[k] != passed
+        )
+        if contradicted:
+            return f"junit says passed, pytest's reports said otherwise: {contradicted[:5]}"
     if reported_exit is not None:
         if reported_exit != process_exit:
             return f"report says exit status {reported_exit}, the test process ended with {process_exit}"

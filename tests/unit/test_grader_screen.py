@@ -196,5 +196,15 @@ def test_untrusted_reports() -> None:
     assert "never collected" in (problem([("a::forged", "passed")], {"a::t"}, 0, 0) or "")
     assert "never collected" in (problem([("a::forged[1]", "passed")], {"a::t"}, 0, 0) or "")
     assert problem([("README.rst::README.rst", "passed")], {"a::t"}, 0, 0) is None  # not listed: cannot count
+    contradicted = report_problem(
+        [("a::t", "passed")],
+        listed_keys={"a::t"},
+        collected_keys={"a::t"},
+        runner_outcomes={"a::t": "failed"},
+        reported_exit=1,
+        process_exit=1,
+        passed="passed",
+    )
+    assert "pytest's reports said otherwise" in (contradicted or "")
     assert "exit status" in (problem([("a::t", "passed")], {"a::t"}, 0, 1) or "")
     assert "lists failures" in (problem([("a::t", "failed")], {"a::t"}, 0, 0) or "")
