@@ -298,8 +298,11 @@ def _bwrap_probe(uid: int) -> str | None:
     bwrap = shutil.which("bwrap")
     if bwrap is None or shutil.which("setpriv") is None:
         return "bubblewrap (bwrap) or setpriv is not installed; run scripts/install-system.sh"
-    argv = [*_setpriv(uid), bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
-            "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--", "/usr/bin/true"]  # fmt: skip
+    # Every bwrap option the sandbox relies on, so a bubblewrap too old for one is refused here, with its message.
+    argv = [*_setpriv(uid), bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+            "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+            "--dev", "/dev", "--size", str(1024**2), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+            "--remount-ro", "/", "--", "/usr/bin/true"]  # fmt: skip
     try:
         proc = subprocess.run(argv, capture_output=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:

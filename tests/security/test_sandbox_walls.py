@@ -356,3 +356,17 @@ def test_no_per_sandbox_cgroup_is_said_at_start(sandbox_dir: Path) -> None:
     warnings = [w for w in report["warnings"] if "NOT capped per sandbox" in w]  # type: ignore[union-attr]
     assert len(warnings) == 1 and "RLIMIT_AS" in warnings[0], report
     assert report["stdout"] == "10001", report
+
+
+def test_a_host_without_a_seccomp_filter_refuses_unless_allowed(monkeypatch, sandbox_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    """An architecture with no syscall table (here: the kernel's name faked as riscv64) gets no filter: the sandbox
+    refuses to start, and with ``sandbox_allow_no_seccomp`` it runs, saying ``seccomp=off (unsafe)``."""
+    from shared.sandbox import SandboxUnavailable
+
+    monkeypatch.setattr(platform, "machine", lambda: "riscv64")
+    with pytest.raises(SandboxUnavailable, match="riscv64.*HARNESSRL_SANDBOX_ALLOW_NO_SECCOMP"):
+        Sandbox(Settings(_env_file=None))  # type: ignore[call-arg]
+    box = Sandbox(Settings(_env_file=None, sandbox_allow_no_seccomp=True))  # type: ignore[call-arg]
+    assert "seccomp=off (unsafe)" in box.isolation
+    result = box.run(["grep", "^Seccomp:", "/proc/self/status"], sandbox_dir, limits=_limits(box))
+    assert result.stdout.split() == ["Seccomp:", "0"], result
