@@ -567,10 +567,8 @@ class CgroupSupport:
     version: int | None
     base: Path | None = None
     reason: str = ""
-    controllers: tuple[str, ...] = (
-        "memory",
-        "pids",
-    )  # v2: the controllers each sandbox's cgroup sets limits of
+    # v2: the controllers each sandbox's cgroup sets limits of
+    controllers: tuple[str, ...] = ("memory", "pids")
 
 
 @functools.cache
