@@ -1,7 +1,9 @@
 """The Celery side of the grader: task ``grade_rollout`` (queue ``grading``) and the worker's resources.
 
 Thin by design: the task calls ``grade.grade_rollout``, which is idempotent by rollout id, so a redelivered
-message (a worker killed mid-grading) grades again at most once and completes the group at most once. Each
+message (a worker killed mid-grading) grades again at most once and completes the group at most once. A message
+of a stopped (or stopping) run grades nothing: ``stopping.close_if_run_stopped`` only closes its bookkeeping, and a
+test run in flight is killed by ``stopping.run_stop_check`` once its run is being stopped. Each
 worker process opens its database engine, object store, Redis client and sandbox once (lazily, after the
 prefork). Start a worker with ``harnessrl worker grader`` (or ``celery -A services.grader.tasks worker -Q grading``).
 """
@@ -19,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from services.grader.grade import GradingRetry
 from services.grader.grade import grade_rollout as grade_rollout_once
+from services.grader.stopping import close_if_run_stopped, run_stop_check
 from shared.db import make_engine, session_factory
 from shared.events import connect
 from shared.objectstore import ObjectStore, open_store
@@ -60,15 +63,18 @@ TRANSIENT_ERRORS = (
 def grade_rollout(rollout_id: str) -> dict[str, Any]:
     settings = get_settings()
     db, store, sandbox, redis_client = _resources()
-    outcome = grade_rollout_once(
-        rollout_id,
-        db=db,
-        store=store,
-        sandbox=sandbox,
-        redis_client=redis_client,
-        timeout_s=settings.grading_timeout_s,
-        max_attempts=settings.rollout_retries + 1,
-    )
+    outcome = close_if_run_stopped(db, redis_client, rollout_id)
+    if outcome is None:
+        outcome = grade_rollout_once(
+            rollout_id,
+            db=db,
+            store=store,
+            sandbox=sandbox,
+            redis_client=redis_client,
+            timeout_s=settings.grading_timeout_s,
+            max_attempts=settings.rollout_retries + 1,
+            stop_check=run_stop_check(db, rollout_id),
+        )
     log.info(
         "grade %s: %s reward=%s group_entry=%s",
         rollout_id,
