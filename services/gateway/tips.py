@@ -18,6 +18,13 @@ chain that moves between processes reads only the part it has not seen (``GETRAN
 (and the ids length) with the tip the call was planned on, append the new ids, store the tip, bump the rollout's
 commit counter and register the call as pending under this process's lease — all or nothing. A lost race raises
 ``TipMoved``; the caller records the call as a ``retry`` fork instead (splice rule 4).
+
+``load`` is one Lua script too, and it is where a rollout's calls in flight are counted: a call is marked as being
+served (``~<token>`` in the pending hash) only while fewer than ``max_in_flight`` marks of live gateway processes
+(their lease key exists) are there, so the limit holds across every worker and host sharing the Redis, costs no
+round trip of its own, and a crashed process's marks stop counting once its lease expires (``LEASE_TTL_S``). A
+call whose client hung up keeps its mark until its generation ends (aiohttp does not cancel the handler), so
+hanging up does not free a slot early.
 """
 
 from __future__ import annotations
