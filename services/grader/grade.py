@@ -59,7 +59,7 @@ from shared.objectstore import ObjectNotFound, ObjectStore
 from shared.run_config import RunConfigError, read_run_config
 from shared.sandbox import HOME_INSIDE, Sandbox, SandboxError
 from shared.scratch import scratch_prefix
-from shared.statuses import Outcome, RolloutStatus, graded_outcome
+from shared.statuses import PATCH_REFUSED_REASON, Outcome, RolloutStatus, graded_outcome
 from shared.tasks import GitError, Task, TaskRepoError, materialize, run_git
 from shared.trajectory import grading_log_key
 
@@ -251,11 +251,15 @@ def grade_patch(
     reward_fn: str = "resolved",
     timeout_s: float = 600.0,
     stop_check: Callable[[], str | None] | None = None,
+    refused_by_runner: str | None = None,
 ) -> GradeReport:
     """Grade ``patch`` (a git diff against ``base_commit``) for ``task``; never raises for a bad patch.
 
     ``stop_check`` is passed to the sandbox for the test run: a reason it returns kills the tests and raises
-    ``GradingStopped`` (nothing is graded)."""
+    ``GradingStopped`` (nothing is graded). ``refused_by_runner``: why the runner refused to take the workspace's
+    patch (``shared.statuses.PATCH_REFUSED_REASON``): the verdict is ``patch_refused``, reward 0, and no test runs —
+    what the agent left is not graded as if it had done nothing (under ``fraction_passed`` that would earn the
+    passing tests' share)."""
     reward_of = get_reward_function(reward_fn)
     started = time.monotonic()
     log_lines: list[str] = [f"task {task.instance_id} at {task.base_commit}"]
@@ -286,6 +290,10 @@ def grade_patch(
             reward_hack_reason="; ".join(suspected)[:4000] or None,
         )
 
+    if refused_by_runner is not None:
+        log_lines.append(f"the runner refused the workspace's patch: {refused_by_runner}")
+        suspected.append(f"refused by the runner: {refused_by_runner}")
+        return verdict("patch_refused", None)
     with tempfile.TemporaryDirectory(prefix=scratch_prefix("grade")) as tmp:
         Path(tmp).chmod(0o755)  # the sandbox uid must reach the checkout inside
         repo = materialize(task, Path(tmp) / "repo", store)
@@ -526,9 +534,10 @@ def grade_rollout(
                     "rollout %s: patch %s missing; grading the unchanged repo", rollout_id, rollout.patch_key
                 )
         try:
+            refused = _refused_by_runner(rollout)
             report = grade_patch(
                 task, patch, sandbox=sandbox, store=store, reward_fn=reward_fn, timeout_s=timeout_s,
-                stop_check=stop_check,
+                stop_check=stop_check, refused_by_runner=refused,
             )  # fmt: skip
         except GradingStopped as exc:
             store.put_bytes(key, f"{exc}\n".encode(), content_type="text/plain")
@@ -559,6 +568,15 @@ def grade_rollout(
     log.info("rollout %s: %s reward %.3f (%s) at %s", rollout_id, action, report.reward, report.outcome,
              datetime.now(UTC).isoformat())  # fmt: skip
     return GradeOutcome(rollout_id, action, report.reward, _complete_group(db, redis_client, rollout))
+
+
+def _refused_by_runner(rollout: Rollout) -> str | None:
+    """Why the runner refused the rollout's workspace patch (its last attempt's report), if it did."""
+    attempts = rollout.meta.get("attempts") or [{}]
+    refused = attempts[-1].get("patch_refused") if isinstance(attempts[-1], dict) else None
+    if refused is None and rollout.outcome_reason == PATCH_REFUSED_REASON:
+        refused = rollout.error or PATCH_REFUSED_REASON
+    return str(refused) if refused is not None else None
 
 
 def _complete_group(db: sessionmaker[Session], redis_client: redis.Redis, rollout: Rollout) -> str | None:
