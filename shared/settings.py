@@ -8,8 +8,10 @@ names the setting (``SettingsError``), never a traceback deep inside a service.
 from __future__ import annotations
 
 import functools
+import ipaddress
 import os
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlparse
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -42,6 +44,13 @@ def default_runner_concurrency(cores: int | None) -> int:
 def default_grader_concurrency(cores: int | None) -> int:
     """Gradings at once by default: one per two cores (a test run is CPU-bound), at least 2 and at most 8."""
     return max(2, min(8, (cores or 1) // 2))
+
+
+DEFAULT_API_TOKEN = "dev-token"
+MIN_API_TOKEN_CHARS = 16
+# Secrets this repository ships (settings defaults and compose's defaults): public, hence never secret.
+SHIPPED_S3_SECRET_KEYS = frozenset({"minioadmin", "harnessrl-secret"})
+SHIPPED_DATABASE_PASSWORDS = frozenset({"harnessrl", "postgres"})
 
 
 class Settings(BaseSettings):
@@ -94,7 +103,14 @@ class Settings(BaseSettings):
         default_factory=default_gateway_workers,
         description="Gateway processes sharing its sockets (serve gateway --workers); default from the core count.",
     )
-    api_token: str = Field("dev-token", description="Bearer token of the REST API.")
+    api_token: str = Field(DEFAULT_API_TOKEN, description="Bearer token of the REST API.")
+    profile: Literal["dev", "production"] = Field(
+        "dev",
+        description="'production' refuses to start with a secret this repository ships (the API token "
+        "`dev-token` or one under 16 characters, the S3 secret keys `minioadmin`/`harnessrl-secret`, the compose "
+        "Postgres password); the compose file sets it unless compose/.env says `dev` (the local quick start). "
+        "In every profile the API refuses a non-loopback bind with the default or a short token.",
+    )
     served_model_name: str = Field("policy", description="Name vLLM serves the policy under.")
 
     # --- limits --------------------------------------------------------------------------------------
@@ -114,12 +130,6 @@ class Settings(BaseSettings):
     sandbox_file_size_bytes: int = Field(256 * 1024**2, description="Largest file a sandbox may write.")
     sandbox_open_files: int = Field(1024, description="Open-file limit inside sandboxes.")
     sandbox_uid: int = Field(10001, description="Unprivileged uid sandboxed processes run as.")
-    task_dir_allowlist: str = Field(
-        "",
-        description="Host folders (':'-separated absolute paths) under which tasks posted through the REST API "
-        "may name a 'dir' source or a local git repository; empty (the default) refuses every host path from a "
-        "REST client (bundled datasets, git URLs and object-store sources are unaffected).",
-    )
     sandbox_tmpfs_bytes: int = Field(
         256 * 1024**2, description="Size of each in-memory filesystem of a sandbox (/tmp, a throwaway HOME)."
     )
@@ -128,6 +138,12 @@ class Settings(BaseSettings):
         False,
         description="Run sandboxes without their seccomp filter where bubblewrap or the architecture cannot take "
         "it (recorded in the isolation string); otherwise such a host refuses to start sandboxes.",
+    )
+    task_dir_allowlist: str = Field(
+        "",
+        description="Host folders (':'-separated absolute paths) under which tasks posted through the REST API "
+        "may name a 'dir' source or a local git repository; empty (the default) refuses every host path from a "
+        "REST client (bundled datasets, git URLs and object-store sources are unaffected).",
     )
     allow_unsandboxed: bool = Field(
         False, description="Run harnesses without bubblewrap (recorded as unsafe)."
@@ -310,16 +326,70 @@ class Settings(BaseSettings):
         return self
 
 
-def load_settings(**overrides: object) -> Settings:
-    """Build settings, turning a validation error into one ``SettingsError`` line naming the setting."""
+def is_loopback_host(host: str) -> bool:
+    """Whether binding ``host`` listens on loopback only (``""`` and ``0.0.0.0`` listen everywhere; a name other
+    than ``localhost`` counts as reachable from elsewhere)."""
+    if host == "localhost":
+        return True
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _api_token_problem(api_token: str) -> str | None:
+    if api_token == DEFAULT_API_TOKEN:
+        return f"the shipped default token ({DEFAULT_API_TOKEN})"
+    if len(api_token) < MIN_API_TOKEN_CHARS:
+        return f"a token of {len(api_token)} characters"
+    return None
+
+
+def check_api_exposure(host: str, api_token: str) -> None:
+    """Refuse (``SettingsError``) to serve the REST API beyond loopback with the shipped or a short token: anyone
+    who reaches the port would hold it. ``harnessrl serve api`` and ``harnessrl up`` call this before binding."""
+    if is_loopback_host(host) or (problem := _api_token_problem(api_token)) is None:
+        return
+    raise SettingsError(
+        f"refusing to serve the API on {host or 'every interface'} with {problem}: set HARNESSRL_API_TOKEN to a "
+        f"secret of {MIN_API_TOKEN_CHARS}+ characters, or bind 127.0.0.1"
+    )
+
+
+def check_shipped_secrets(settings: Settings) -> None:
+    """Outside the ``dev`` profile, refuse (``SettingsError``) a secret this repository ships: whoever read the
+    repository holds it."""
+    if settings.profile == "dev":
+        return
+    hint = "set a secret of your own (HARNESSRL_PROFILE=dev accepts it, for a local trial only)"
+    if (problem := _api_token_problem(settings.api_token)) is not None:
+        raise SettingsError(
+            f"invalid setting HARNESSRL_API_TOKEN: {problem} in profile {settings.profile}; {hint}"
+        )
+    if settings.object_store_url.startswith("s3:") and settings.s3_secret_key in SHIPPED_S3_SECRET_KEYS:
+        raise SettingsError(
+            f"invalid setting HARNESSRL_S3_SECRET_KEY: the shipped default in profile {settings.profile}; {hint}"
+        )
+    if urlparse(settings.database_url).password in SHIPPED_DATABASE_PASSWORDS:
+        raise SettingsError(
+            "invalid setting HARNESSRL_DATABASE_URL: its password is the shipped default in profile "
+            f"{settings.profile} (compose: POSTGRES_PASSWORD); {hint}"
+        )
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build settings, turning a validation error into one ``SettingsError`` line naming the setting; outside the
+    ``dev`` profile a shipped secret is such an error too (``check_shipped_secrets``)."""
+    try:
+        settings = Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         first = exc.errors()[0]
         name = ".".join(str(p) for p in first["loc"]) or "settings"
         env = f"HARNESSRL_{name.upper()}" if first["loc"] else "settings"
         msg = first["msg"].removeprefix("Value error, ")
         raise SettingsError(f"invalid setting {env}: {msg}") from None
+    check_shipped_secrets(settings)
+    return settings
 
 
 @functools.cache

@@ -35,7 +35,7 @@ from services.cli.embedded import (
     start_redis,
 )
 from services.cli.supervisor import ServiceSpec, Supervisor, http_ready, log_ready
-from shared.settings import Settings, get_settings
+from shared.settings import Settings, check_api_exposure, get_settings
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -285,6 +285,7 @@ def running_suite(settings: Settings, echo: bool = True) -> Iterator[Suite]:
 def up(quiet: bool) -> None:
     """Start the whole suite on this machine; Ctrl-C (or SIGTERM, SIGHUP) stops it."""
     settings = get_settings()
+    check_api_exposure(settings.host, settings.api_token)  # before any service starts
     started = time.monotonic()
     try:
         with running_suite(settings, echo=not quiet) as suite:
