@@ -4,6 +4,11 @@ report and restart a service that dies, stop everything cleanly on Ctrl-C.
 Concurrency model: the main thread owns the ``Supervisor`` and calls ``poll()`` periodically; one reader thread
 per child copies its output, line by line, to the console and the combined log file. Restarts happen only from
 ``poll()``, so there is never more than one instance of a service.
+
+Each service runs in a process group of its own (``start_new_session``). When its main process dies, whatever it
+started is still running in that group (a vLLM engine core, a Celery pool child, a shell's background job): it
+holds the service's port, GPU memory or queue messages, and a restarted instance would run beside it. ``poll()``
+therefore ends the dead service's whole group (``shared.process_groups.stop_group``) before it restarts it.
 """
 
 from __future__ import annotations
@@ -91,6 +96,8 @@ class Supervisor:
         self.running: dict[str, _Running] = {}
         self.events: list[str] = []
         self.held_port_wait_s = 20.0
+        # A dead service's children get this long to exit on their own, then SIGKILL.
+        self.orphan_grace_s = 2.0
         self._lock = threading.Lock()
 
     # --- output ---------------------------------------------------------------------------------------
@@ -170,6 +177,7 @@ class Supervisor:
             if code is None:
                 continue
             how = f"signal {-code} ({_signal_name(-code)})" if code < 0 else f"code {code}"
+            self._end_group(running)
             if not running.spec.restart or (code == 0 and running.spec.done_on_success):
                 self.note(f"{name} exited with {how}")
                 del self.running[name]
@@ -190,6 +198,14 @@ class Supervisor:
                 self.note(f"{name} failed to restart: {exc}")
             restarted.append(name)
         return restarted
+
+    def _end_group(self, running: _Running) -> None:
+        """Its main process is gone: end what it left in its process group (orphans keep the group id, which the
+        kernel does not reuse while any of them lives), so no old child outlives it into the next instance."""
+        if running.down_reported:
+            return  # ended on the poll that found it dead
+        if left := stop_group(running.proc.pid, grace_s=self.orphan_grace_s):
+            self.note(f"{running.spec.name}: processes {left} of its group still there 10 s after SIGKILL")
 
     def _still_answering(self, running: _Running) -> bool:
         """Whether a dead service's readiness check still passes: its health URL answered by an orphaned child
