@@ -8,7 +8,9 @@ One stack per module (``tests/fixtures/compose.py``), tests in order:
    not yet healthy, Docker restarts it under the restart policy, and the run completes;
 4. a malformed ``HARNESSRL_DATABASE_URL`` in the compose environment makes the api exit with the one-line
    settings error, visible in ``compose logs``;
-5. ``down -v`` leaves no container, network or volume of the project behind.
+5. the runner and grader run their sandboxes under compose/sandbox-seccomp.json without SYS_ADMIN, and the api
+   refuses the default token and (outside the dev profile) the shipped secrets;
+6. ``down -v`` leaves no container, network or volume of the project behind.
 """
 
 from __future__ import annotations
@@ -186,6 +188,46 @@ def test_a_malformed_setting_stops_the_service_with_one_line(
     assert lines and set(lines) == {expected}, lines
     # The rest of the stack is untouched.
     assert all(broken.health(s) == "healthy" for s in LONG_RUNNING if s != "api")
+
+
+def test_the_sandbox_workers_run_under_the_seccomp_profile_without_sys_admin(
+    compose_stack: ComposeStack,
+) -> None:
+    """The runs above went through the runner's and grader's sandboxes; those run without SYS_ADMIN and without
+    ``seccomp=unconfined`` (issue 36: compose/sandbox-seccomp.json)."""
+    for service in ("runner", "grader"):
+        host_config = compose_stack.inspect(service)["HostConfig"]
+        assert host_config["CapDrop"] == ["ALL"], host_config["CapDrop"]
+        assert not {"SYS_ADMIN", "CAP_SYS_ADMIN"} & set(host_config["CapAdd"] or []), host_config["CapAdd"]
+        seccomp = [opt for opt in host_config["SecurityOpt"] if opt.startswith("seccomp")]
+        assert len(seccomp) == 1 and "SCMP_ACT_ERRNO" in seccomp[0], seccomp
+        status = compose_stack(
+            "exec", "-T", service, "grep", "-E", "^(Seccomp|CapEff):", "/proc/1/status"
+        ).stdout
+        fields = dict(line.split(":\t") for line in status.splitlines())
+        assert fields["Seccomp"] == "2" and not int(fields["CapEff"], 16) & (1 << 21), fields  # 21: SYS_ADMIN
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        (
+            ["-e", "HARNESSRL_API_TOKEN=dev-token"],
+            "harnessrl: refusing to serve the API on 0.0.0.0 with the shipped default token (dev-token)",
+        ),
+        (["-e", "HARNESSRL_PROFILE=production"], "harnessrl: invalid setting HARNESSRL_S3_SECRET_KEY: "),
+    ],
+    ids=["default-token", "shipped-secrets"],
+)
+def test_the_api_refuses_weak_secrets_under_compose(
+    compose_stack: ComposeStack, env: list[str], expected: str
+) -> None:
+    refused = compose_stack(
+        "run", "--rm", "--no-deps", "-T", *env, "api", "harnessrl", "serve", "api", check=False
+    )
+    assert refused.returncode == 2, refused
+    lines = [ln for ln in (refused.stdout + refused.stderr).splitlines() if ln.startswith("harnessrl:")]
+    assert len(lines) == 1 and lines[0].startswith(expected), refused
 
 
 def test_down_removes_every_container_network_and_volume(compose_stack: ComposeStack) -> None:

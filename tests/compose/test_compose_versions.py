@@ -23,7 +23,8 @@ SERVICES = ["postgres", "redis", "minio", "migrations", "inference", "gateway", 
 
 
 def config(command: list[str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*command, *args], capture_output=True, text=True, timeout=120)
+    # In compose/: v1.29 reads the runner's seccomp profile path relative to where it runs (v2: to the file's folder).
+    return subprocess.run([*command, *args], capture_output=True, text=True, timeout=120, cwd=COMPOSE_DIR)
 
 
 @pytest.mark.parametrize("command", [["docker-compose"], ["docker", "compose"]], ids=["v1.29", "v2"])

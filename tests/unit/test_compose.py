@@ -151,7 +151,10 @@ def test_compose_v1_can_read_the_file() -> None:
     for svc in compose["services"].values():
         for condition in (svc.get("depends_on") or {}).values():
             assert set(condition) == {"condition"}, condition
-    assert (REPO_ROOT / "compose" / ".env").read_text().splitlines() == ["COMPOSE_PROJECT_NAME=harnessrl"]
+    env_lines = [
+        ln for ln in (REPO_ROOT / "compose" / ".env").read_text().splitlines() if not ln.startswith("#")
+    ]
+    assert env_lines == ["COMPOSE_PROJECT_NAME=harnessrl", "HARNESSRL_PROFILE=dev"]
 
 
 def test_the_gpu_file_only_adds_gpus_and_the_cuda_build() -> None:
