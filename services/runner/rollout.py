@@ -72,7 +72,14 @@ from shared.ports import free_port
 from shared.run_config import LimitsConfig, RunConfigError, read_run_config
 from shared.sandbox import HOME_INSIDE, Sandbox, SandboxLimits, SandboxResult
 from shared.settings import Settings
-from shared.statuses import KILLED_RUN_STOPPED, ROLLOUT_CLOSED, Outcome, RolloutStatus, RunStatus
+from shared.statuses import (
+    KILLED_RUN_STOPPED,
+    ROLLOUT_CLOSED,
+    RUN_STOPPED_REASON,
+    Outcome,
+    RolloutStatus,
+    RunStatus,
+)
 from shared.tasks import Task, hide_future_history, materialize
 from shared.trajectory import attempt_logs_prefix, rollout_raw_prefix, rollout_tokens_prefix
 from shared.trajectory import patch_key as patch_object_key
@@ -113,7 +120,7 @@ class RolloutOutcome:
     """What ``run_rollout`` did; ``action`` says whether this delivery ran the harness."""
 
     rollout_id: str
-    action: Literal["ran", "already_done", "gave_up", "stale", "deferred", "retry"]
+    action: Literal["ran", "already_done", "gave_up", "stale", "deferred", "retry", "cancelled"]
     status: str
     attempt: int
     error: str | None = None
@@ -151,6 +158,9 @@ def claim(
             raise RolloutNotFound(f"no rollout {rollout_id!r}")
         if rollout.status in ROLLOUT_CLOSED:
             return RolloutOutcome(rollout_id, "already_done", rollout.status, rollout.attempt, rollout.error)
+        run_status = session.scalar(select(Run.status).where(Run.id == rollout.run_id))
+        if run_status in (RunStatus.STOPPING, RunStatus.STOPPED):
+            return _cancel_for_stopped_run(session, store, rollout)
         max_attempts = 1 + settings.rollout_retries
         if rollout.status == RolloutStatus.RUNNING:
             removed = _forget_attempt(session, store, rollout)
@@ -206,6 +216,20 @@ def claim(
             ),
             previous_key=previous_key,
         )
+
+
+def _cancel_for_stopped_run(session: Session, store: ObjectStore, rollout: Rollout) -> RolloutOutcome:
+    """A delivery for a run being stopped (a redelivery after the runner died, a message sent before the stop) runs
+    nothing: what a dead attempt recorded is removed and the rollout ends ``cancelled``. It is still sent to the
+    grader, which only completes its group."""
+    if rollout.status == RolloutStatus.RUNNING:
+        _forget_attempt(session, store, rollout)
+    rollout.status = RolloutStatus.CANCELLED
+    rollout.outcome, rollout.outcome_reason = Outcome.CANCELLED, RUN_STOPPED_REASON
+    rollout.error = "the run was stopped before this delivery of the rollout ran"
+    rollout.finished_at = _now()
+    log.info("rollout %s: its run is stopping; cancelled without running", rollout.id)
+    return RolloutOutcome(rollout.id, "cancelled", RolloutStatus.CANCELLED, rollout.attempt, rollout.error)
 
 
 def _retry_later(rollout: Rollout, why: str) -> None:
