@@ -59,10 +59,9 @@ def listening(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def run_until_exit(argv: list[str], env: dict[str, str], cwd: Path, port: int) -> tuple[int, str]:
-    """Run the CLI; its exit status and stderr. Fails the test if it starts listening on ``port`` or keeps running
-    (a refused start exits at once); the process group is ended either way."""
-    proc = subprocess.Popen(
+def start_cli(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+    """``harnessrl ARGV`` in a process group of its own, its stderr captured."""
+    return subprocess.Popen(
         [sys.executable, "-m", "services.cli.main", *argv],
         env=env,
         cwd=cwd,
@@ -71,6 +70,12 @@ def run_until_exit(argv: list[str], env: dict[str, str], cwd: Path, port: int) -
         text=True,
         start_new_session=True,
     )
+
+
+def run_until_exit(argv: list[str], env: dict[str, str], cwd: Path, port: int) -> tuple[int, str]:
+    """Run the CLI; its exit status and stderr. Fails the test if it starts listening on ``port`` or keeps running
+    (a refused start exits at once); the process group is ended either way."""
+    proc = start_cli(argv, env, cwd)
     try:
         deadline = time.monotonic() + EXIT_WAIT_S
         while proc.poll() is None:
@@ -137,15 +142,7 @@ def api_db(pg_url: str, redis_url: str) -> dict[str, str]:
 
 
 def serve_until_healthy(argv: list[str], env: dict[str, str], cwd: Path, health_url: str) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "services.cli.main", *argv],
-        env=env,
-        cwd=cwd,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = start_cli(argv, env, cwd)
     try:
         deadline = time.monotonic() + EXIT_WAIT_S
         while True:
