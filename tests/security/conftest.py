@@ -53,8 +53,14 @@ class AttackResult:
 
 @pytest.fixture
 def attack(
-    scripted_gateway, scripted_policy, sandbox, db, store, redis_client, make_rollouts
-) -> Callable[..., AttackResult]:  # type: ignore[no-untyped-def]  # noqa: F811
+    scripted_gateway,  # noqa: F811 - the fixture imported above
+    scripted_policy,
+    sandbox,
+    db,
+    store,
+    redis_client,
+    make_rollouts,
+) -> Callable[..., AttackResult]:  # type: ignore[no-untyped-def]
     """``attack(task, script, grade=True, **run_config) -> AttackResult``: run ``script`` (sh, after one model call)
     as the shell harness of a one-rollout run of ``task`` (no retries), then grade it as the grader's task would."""
 

@@ -156,7 +156,9 @@ def test_special_and_huge_files_refuse_the_patch_as_the_agents_outcome(
     assert result.meta["attempts"][-1]["patch_refused"].startswith(why.split(":")[0])
     assert result.patch == b""
     # The grader runs no test for a refused patch: its verdict is the refusal, flagged, whatever the reward function.
-    assert result.reward_row is not None and result.reward_row["outcome"] == "patch_refused", result.reward_row
+    assert result.reward_row is not None and result.reward_row["outcome"] == "patch_refused", (
+        result.reward_row
+    )
     assert result.reward_row["reward_hack_suspected"], result.reward_row
 
 
