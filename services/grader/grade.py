@@ -434,32 +434,44 @@ def _record_reward(
         return inserted is not None
 
 
-def _record_stopped(db: sessionmaker[Session], rollout: Rollout, reason: str, logs: str) -> None:
-    """No reward: the test run was stopped (the run is being stopped); the rollout ends cancelled."""
+def _record_no_reward(
+    db: sessionmaker[Session],
+    rollout: Rollout,
+    *,
+    status: str,
+    outcome: str,
+    reason: str,
+    error: str,
+    logs: str,
+) -> None:
+    """End a rollout that is being graded without a reward (its status, outcome, reason and error say why), unless
+    something else has already ended it."""
     with session_scope(db) as session:
         row = session.get(Rollout, rollout.id, with_for_update=True)
         assert row is not None
         if row.status not in (RolloutStatus.FINISHED, RolloutStatus.GRADING):
             return
-        row.status = RolloutStatus.CANCELLED
-        row.outcome, row.outcome_reason = Outcome.CANCELLED, reason
-        row.error = f"grading stopped: {reason}"
+        row.status = status
+        row.outcome, row.outcome_reason, row.error = outcome, reason, error
         row.meta = {**row.meta, "grading_logs_key": logs}
+
+
+def _record_stopped(db: sessionmaker[Session], rollout: Rollout, reason: str, logs: str) -> None:
+    """No reward: the test run was stopped (the run is being stopped); the rollout ends cancelled."""
+    _record_no_reward(
+        db, rollout, status=RolloutStatus.CANCELLED, outcome=Outcome.CANCELLED, reason=reason,
+        error=f"grading stopped: {reason}", logs=logs,
+    )  # fmt: skip
 
 
 def _record_infrastructure_failure(
     db: sessionmaker[Session], rollout: Rollout, reason: str, error: str, logs: str
 ) -> None:
     """No reward: the rollout ends failed with an infrastructure outcome, and its group will be set aside."""
-    with session_scope(db) as session:
-        row = session.get(Rollout, rollout.id, with_for_update=True)
-        assert row is not None
-        if row.status not in (RolloutStatus.FINISHED, RolloutStatus.GRADING):
-            return
-        row.status = RolloutStatus.FAILED
-        row.outcome, row.outcome_reason = Outcome.INFRASTRUCTURE_ERROR, reason
-        row.error = f"grading failed: {error}"
-        row.meta = {**row.meta, "grading_logs_key": logs}
+    _record_no_reward(
+        db, rollout, status=RolloutStatus.FAILED, outcome=Outcome.INFRASTRUCTURE_ERROR, reason=reason,
+        error=f"grading failed: {error}", logs=logs,
+    )  # fmt: skip
 
 
 def grade_rollout(
