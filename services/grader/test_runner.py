@@ -20,13 +20,13 @@ the result back. Called by ``grade.py: grade_patch``; the launcher itself is ``p
 from __future__ import annotations
 
 import configparser
+import errno
 import json
 import os
 import re
 import secrets
 import shlex
 import shutil
-import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -35,6 +35,7 @@ from typing import Any
 from services.grader import pytest_launcher
 from services.grader.pytest_launcher import REPORT_FORMAT, guarded_top_level
 from shared.tasks import JUNIT_PLACEHOLDER, GitError, run_git
+from shared.untrusted_files import UntrustedFileError, read_untrusted
 
 LAUNCHER_FILE = "pytest_launcher.py"
 EMPTY_INIFILE = "pytest.ini"
@@ -317,46 +318,19 @@ def prepare_test_run(
 
 def read_no_follow(root: Path, rel: str, limit_bytes: int) -> bytes:
     """The bytes of ``root/rel``, no component followed if it is a symlink, only from a regular file, at most
-    ``limit_bytes`` (``ReportError`` otherwise; ``FileNotFoundError`` when it is not there)."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(root, flags | os.O_DIRECTORY)
+    ``limit_bytes`` (``ReportError`` otherwise; ``FileNotFoundError`` when it is not there): the runner's reader of
+    agent-written files (``shared.untrusted_files``) in the grader's errors."""
     try:
-        parts = PurePosixPath(rel).parts
-        for part in parts[:-1]:
-            try:
-                next_fd = os.open(part, flags | os.O_DIRECTORY, dir_fd=fd)
-            except NotADirectoryError as exc:
-                raise ReportError(f"{rel}: {part} is a symlink or not a folder") from exc
-            except OSError as exc:
-                if exc.errno == 40:  # ELOOP: a symlink
-                    raise ReportError(f"{rel}: {part} is a symlink") from exc
-                raise
-            os.close(fd)
-            fd = next_fd
-        try:
-            file_fd = os.open(parts[-1], flags | os.O_NONBLOCK, dir_fd=fd)
-        except OSError as exc:
-            if exc.errno == 40:
-                raise ReportError(f"{rel} is a symlink") from exc
-            raise
-    finally:
-        os.close(fd)
-    try:
-        mode = os.fstat(file_fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise ReportError(f"{rel} is not a regular file")
-        chunks, size = [], 0
-        while size <= limit_bytes:
-            chunk = os.read(file_fd, min(1024 * 1024, limit_bytes + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > limit_bytes:
-            raise ReportError(f"{rel} is larger than {limit_bytes} bytes")
-        return b"".join(chunks)
-    finally:
-        os.close(file_fd)
+        read = read_untrusted(root, rel, limit_bytes)
+    except UntrustedFileError as exc:
+        if exc.errno == errno.ENOENT:
+            raise FileNotFoundError(exc.errno, exc.strerror) from exc
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise ReportError(f"{rel}: a symlink, or not a folder, on the way: {exc.strerror}") from exc
+        raise ReportError(f"{rel}: {exc.strerror}") from exc
+    if read.truncated:
+        raise ReportError(f"{rel} is larger than {limit_bytes} bytes")
+    return read.data
 
 
 def read_report(home: Path, report_name: str) -> bytes:
