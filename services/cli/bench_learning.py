@@ -11,8 +11,8 @@ and its load; ``--json`` prints one object. Every recipe field can be overridden
 ``--compare-lags`` measures sampling ahead of the learner: the same recipe (same seed, same steps) at
 ``max_policy_lag`` 0 and then 1, each in a suite of its own started afresh (so each trains from the base weights
 and its evals sample its own versions), reported side by side with the ratio lag 1 / lag 0 of the wall time per
-step. ``HARNESSRL_PIN_CPUS=true`` runs both with inference and the learner on separate cores (README,
-"Performance").
+step. ``HARNESSRL_PIN_CPUS=true`` runs both with inference and the learner on separate cores
+(docs/perf.md#sampling-ahead-of-the-learner).
 """
 
 from __future__ import annotations
