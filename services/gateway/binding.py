@@ -1,4 +1,4 @@
-"""Session binding: which rollout a request belongs to (DESIGN §2), never an implicit session.
+"""Session binding: which rollout a request belongs to (docs/design.md#session-binding), never an implicit session.
 
 The rollout key is taken from, in order: the base-URL path prefix ``/r/<rollout-key>/...`` (all four CLIs keep a
 path prefix), ``Authorization: Bearer``, ``x-api-key``, ``x-goog-api-key``, ``?key=``. A missing key, an unknown
