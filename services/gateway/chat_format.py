@@ -1,4 +1,5 @@
-"""Chat formatting: the served model's tokenizer and chat template, owned by the gateway (DESIGN §2).
+"""Chat formatting: the served model's tokenizer and chat template, owned by the gateway
+(docs/design.md#token-faithful-splice).
 
 ``ChatFormat.load(model_dir)`` reads the tokenizer and its chat template once (transformers). It renders a
 ``Conversation`` to token ids (``render_prompt``), and — what the splice needs — the *suffix* that follows a closed
