@@ -1,6 +1,6 @@
 """``harnessrl bench providers``: what the provider adapters cost per call, next to what decoding the JSON costs.
 
-For each API a request body at real harness scale (harnesses.md §3–§6: Claude Code's 24 tools / 64k chars and
+For each API a request body at real harness scale (docs/harnesses.md: Claude Code's 24 tools / 64k chars and
 6k system prompt, Codex's 21k developer prompt, Qwen Code's 38k system prompt and 15 tools, 20 tool round trips
 of history each) is timed through ``json.loads`` and ``parse`` (the ratio says how much the adapter adds to the
 unavoidable decode), ``render`` of a tool-call reply, and ``render_stream`` of a 500-delta reply with one tool
