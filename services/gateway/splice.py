@@ -9,7 +9,7 @@ A call is planned in three steps (``services/gateway/model_call.py``): ``choose`
 no ids, no tokenizer), load that tip's ids (local cache or Redis), ``plan`` (render + tokenize, in a worker
 thread). After sampling, ``new_tip`` is committed by compare-and-set on the old tip's version.
 
-Rules (DESIGN §2), applied to a new call with messages ``M`` and tools ``T``, messages compared by meaning
+Rules (docs/design.md#token-faithful-splice), applied to a new call with messages ``M`` and tools ``T``, messages compared by meaning
 (``normalize.message_key``: tool-call arguments as parsed JSON, volatile per-harness lines normalized). Meaning is
 compared through 16-byte digests; a message whose fields are byte-identical to the tip's (``raw`` digest) is equal
 without normalizing it, so a long history costs one hash per call, not one normalization per message.
