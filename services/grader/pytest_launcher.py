@@ -20,7 +20,7 @@ Order matters, because the repository is the adversary's:
    ``O_EXCL | O_NOFOLLOW`` under the name from step 2, and the process ends with ``os._exit``: ``atexit`` handlers
    the tested code registered never run after the report exists.
 
-The code under test still runs in this process; what that leaves open is said in README "Security model".
+The code under test still runs in this process; what that leaves open is said in docs/security.md#grader.
 """
 
 from __future__ import annotations
