@@ -1,4 +1,4 @@
-"""The learner process of one run: read complete groups, train a GRPO step, commit, publish (DESIGN §5).
+"""The learner process of one run: read complete groups, train a GRPO step, commit, publish (docs/design.md#learner).
 
 Owned state and concurrency: one ``Learner`` per run, one thread. It owns the model, the optimizer, the RNGs and
 ``LearnerState`` (step, policy version, recently consumed groups). Graders append to the run's ``groups`` stream;
