@@ -1,6 +1,6 @@
 """Reconstruction strategies: how a batch of chains becomes forward passes, and the loss tokens' logprobs.
 
-Three strategies compute the same numbers (DESIGN §5) and differ only in how much work they repeat:
+Three strategies compute the same numbers (docs/design.md#reconstruction) and differ only in how much work they repeat:
 
 - ``per_request``: every call is its own sequence, its whole prompt followed by what it sampled (the baseline:
   turn ``k`` recomputes turns ``1..k-1``).
