@@ -2,7 +2,7 @@
 
 ``IS_SANDBOX=1`` is required to skip permissions as root; retries off (the default is 10 with backoff);
 prompt caching and the attribution header off so the prefix stays exact; the non-streaming fallback off so a
-broken stream fails instead of re-sending every turn (reference/harnesses.md §4).
+broken stream fails instead of re-sending every turn (docs/harnesses.md#claude-code).
 
 Options: ``shared.harnesses.ClaudeCodeOptions``. ``bare`` adds ``--bare``: the tools are ``Bash``, ``Edit`` and
 ``Read`` (no ``Write``: files are written with ``Bash``), the system prompt is one line, and hooks, plugins,
