@@ -1,6 +1,6 @@
 """Codex CLI (``@openai/codex`` 0.171.0): OpenAI Responses API, ``codex exec --json``.
 
-Fail-fast knobs (reference/harnesses.md §3): ``unbounded_connection_retries`` off and zero request/stream retries,
+Fail-fast knobs (docs/harnesses.md#codex-cli): ``unbounded_connection_retries`` off and zero request/stream retries,
 else an unreachable gateway hangs it forever; plugins/apps/remote plugin off, else it reaches github.com and
 chatgpt.com. ``CODEX_HOME`` must not lie under ``TMPDIR``. Our sandbox replaces Codex's own, so approvals and its
 sandbox are bypassed.
