@@ -6,7 +6,7 @@ its path prefix, appending ``/v1beta/models/<model>:streamGenerateContent?alt=ss
 headless check then refuses ("Invalid auth method selected.", exit 41), so ``settings.json`` selects
 ``gemini-api-key`` explicitly: same client, same base URL, a key from ``GEMINI_API_KEY``.
 
-Offline and quiet (README "Gemini CLI"): usage statistics and telemetry off, no auto-update or update notice, no
+Offline and quiet (docs/harnesses.md#gemini-cli): usage statistics and telemetry off, no auto-update or update notice, no
 folder-trust prompt (``--skip-trust``), no self-relaunch into a child node (``GEMINI_CLI_NO_RELAUNCH``), one
 attempt per model request (``general.maxAttempts``; the default is 10 with backoff). The model is named
 (``-m``), which bypasses the CLI's model router: with the default ``auto`` model every turn first asks the model
