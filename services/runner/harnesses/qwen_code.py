@@ -2,7 +2,7 @@
 
 Qwen exits 0 in JSON mode after an API error and reports it as a result string starting with ``[API Error``,
 so the result text decides the outcome, not the exit code. Usage statistics go to an external host unless
-``privacy.usageStatisticsEnabled`` is off (reference/harnesses.md §5).
+``privacy.usageStatisticsEnabled`` is off (docs/harnesses.md#qwen-code).
 """
 
 from __future__ import annotations
