@@ -11,7 +11,7 @@ started at all while the gateway does not answer or the inference pool is not re
 (``defer``) without spending an attempt. Every other closed rollout is sent to the grader: a finished one to be
 graded, a failed one so the grader can see whether its group is now complete.
 
-Exactly-once under at-least-once delivery (Celery redelivers a task whose worker died; reference/infra.md §3):
+Exactly-once under at-least-once delivery (Celery redelivers a task whose worker died; docs/design.md#at-least-once-delivery):
 - The claim runs under a row lock. A rollout found ``running`` was left by a worker that died mid-run (the
   visibility timeout exceeds the longest rollout, so it is not a live duplicate). The new attempt deletes that
   attempt's calls, chains and token objects, and issues a **new rollout key**, so nothing the dead attempt
