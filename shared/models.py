@@ -1,4 +1,4 @@
-"""The SQLAlchemy data model: the tables every service writes its own rows into (DESIGN §6).
+"""The SQLAlchemy data model: the tables every service writes its own rows into (docs/design.md#data).
 
 Postgres is the source of truth for everything small; token arrays, patches, logs and weights live in the object
 store and rows hold their keys. Statuses (``shared/statuses.py``) are constrained with CHECKs so a bad write
