@@ -1,6 +1,6 @@
 """The Celery app on Redis: queues ``rollouts`` and ``grading``, at-least-once delivery.
 
-Delivery rules (see reference/infra.md §3): a task is acknowledged only after it returns (``acks_late``), a worker
+Delivery rules (docs/design.md#at-least-once-delivery): a task is acknowledged only after it returns (``acks_late``), a worker
 that dies mid-task puts it back (``reject_on_worker_lost``), each worker process holds one message at a time
 (prefetch 1), the visibility timeout exceeds the longest task, and unacked messages of a dead worker are restored
 within seconds. Redelivery is therefore normal: every task must be idempotent, keyed by a business id (a rollout
