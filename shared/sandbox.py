@@ -2,7 +2,7 @@
 
 Used by the runner (harnesses) and the grader (test runs); neither imports the other, both import this.
 
-Isolation, when bubblewrap is installed (``ISOLATION_BWRAP``; facts in reference/infra.md §5):
+Isolation, when bubblewrap is installed (``ISOLATION_BWRAP``; docs/design.md#sandbox):
 - ``setpriv`` drops to ``settings.sandbox_uid`` (no groups, no capabilities, no-new-privs) before ``bwrap``
   creates fresh user, pid, net, mount, ipc, uts and cgroup namespaces; nested user namespaces are disabled
   (``--disable-userns``: no second, capability-holding namespace for a kernel exploit to start from). Root
