@@ -6,7 +6,7 @@ that formats tool calls like the chat template and with one that does not.
 
 The CLIs run directly here (throwaway HOME, the workdir as cwd, no sandbox): this tests the gateway's protocol
 fidelity; the runner's e2e tests drive the same CLIs through the sandbox and the Celery worker. Commands and
-settings follow ``reference/harnesses.md``. The CLIs come from ``scripts/install-harnesses.sh``.
+settings follow ``docs/harnesses.md``. The CLIs come from ``scripts/install-harnesses.sh``.
 """
 
 from __future__ import annotations
