@@ -100,7 +100,7 @@ def running_rollout_with_calls(db, group_id: str) -> str | None:  # type: ignore
 
 
 # Short task time limits let the broker give a dead worker's message back within seconds (the visibility
-# timeout must exceed the longest task; reference/infra.md §3).
+# timeout must exceed the longest task; docs/design.md#at-least-once-delivery).
 FAST_REDELIVERY_ENV = {
     "HARNESSRL_ROLLOUT_TIMEOUT_S": "20",
     "HARNESSRL_GRADING_TIMEOUT_S": "20",
