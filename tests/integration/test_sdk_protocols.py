@@ -39,7 +39,7 @@ def recorded(db, rollout_id: str) -> tuple[list[Call], list[Chain]]:  # type: ig
 
 
 def codex_request(items: list[dict[str, Any]]) -> dict[str, Any]:
-    """The body fields Codex CLI sends (harnesses.md §3), around the given input items."""
+    """The body fields Codex CLI sends (docs/harnesses.md#codex-cli), around the given input items."""
     return {
         "model": "policy",
         "input": items,
@@ -127,7 +127,7 @@ def test_codex_apply_patch_is_a_custom_tool_call_and_one_chain(
 
 
 def claude_code_body(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """Claude Code's body fields (harnesses.md §4); ``cache_control`` sits on the last block, as it does."""
+    """Claude Code's body fields (docs/harnesses.md#claude-code); ``cache_control`` sits on the last block, as it does."""
     messages = json.loads(json.dumps(messages))
     last = messages[-1]["content"]
     if isinstance(last, list):
