@@ -1,4 +1,4 @@
-"""``compose/docker-compose.yml`` validated without a Docker engine (reference/infra.md §6).
+"""``compose/docker-compose.yml`` validated without a Docker engine (docs/design.md#deployment).
 
 Three layers, each of which catches what the others miss: the compose-spec JSON schema (``check-jsonschema
 --builtin-schema vendor.compose-spec``: unknown keys, wrong types, bad ``depends_on`` conditions), the Rust
