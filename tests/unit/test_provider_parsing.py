@@ -1,5 +1,5 @@
 """``parse``, ``render`` and ``render_error`` of each adapter on bodies shaped like the real harnesses'
-(``/work/shared/reference/harnesses.md`` §3–§6): Codex CLI (Responses), Claude Code (Messages), Qwen Code and
+(``docs/harnesses.md``): Codex CLI (Responses), Claude Code (Messages), Qwen Code and
 Pi (Chat), and a google-genai style Gemini body. ``REALISTIC_BODIES`` also seeds the property tests."""
 
 from __future__ import annotations
