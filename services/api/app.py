@@ -242,6 +242,12 @@ async def get_eval(request: web.Request) -> web.Response:
     return _model_response(detail)
 
 
+async def get_eval_samples(request: web.Request) -> web.Response:
+    async with async_session_scope(request.app[SESSIONS]) as session:
+        samples = await evals.eval_samples(session, request.match_info["eval_id"])
+    return _model_response(samples)
+
+
 async def get_rollout(request: web.Request) -> web.Response:
     async with async_session_scope(request.app[SESSIONS]) as session:
         detail = await rollouts.rollout_detail(session, request.app[STORE], request.match_info["rollout_id"])
@@ -318,5 +324,6 @@ def create_app(
     app.router.add_post("/v1/runs/{run_id}/stop", stop_run)
     app.router.add_post("/v1/evals", create_eval)
     app.router.add_get("/v1/evals/{eval_id}", get_eval)
+    app.router.add_get("/v1/evals/{eval_id}/samples", get_eval_samples)
     app.router.add_get("/v1/rollouts/{rollout_id}", get_rollout)
     return app

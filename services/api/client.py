@@ -96,5 +96,8 @@ class ApiClient:
     def get_eval(self, eval_id: str) -> dict[str, Any]:
         return self._request("GET", f"/v1/evals/{eval_id}").json()  # type: ignore[no-any-return]
 
+    def get_eval_samples(self, eval_id: str) -> dict[str, Any]:
+        return self._request("GET", f"/v1/evals/{eval_id}/samples").json()  # type: ignore[no-any-return]
+
     def get_rollout(self, rollout_id: str) -> dict[str, Any]:
         return self._request("GET", f"/v1/rollouts/{rollout_id}").json()  # type: ignore[no-any-return]

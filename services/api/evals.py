@@ -28,12 +28,20 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from services.api import runs
 from services.api.errors import Invalid, NotFound
-from services.api.schemas import EvalCreate, EvalDetail, EvalPoint, EvalResult, TaskSource
+from services.api.schemas import (
+    EvalCreate,
+    EvalDetail,
+    EvalPoint,
+    EvalResult,
+    EvalSample,
+    EvalSamples,
+    TaskSource,
+)
 from services.api.task_sources import resolve_tasks
 from shared.adapters import is_adapter_key
 from shared.eval_stats import eval_figures
 from shared.ids import new_id
-from shared.models import Call, Eval, Reward, Rollout, Run, Weight
+from shared.models import Call, Eval, Reward, Rollout, Run, Task, Weight
 from shared.run_config import EvalTarget, RunConfig, read_run_config
 from shared.statuses import (
     ROLLOUT_TERMINAL,
@@ -285,6 +293,26 @@ async def eval_detail(session: AsyncSession, eval_id: str) -> EvalDetail:
         rollouts_done=sum(n for s, n in statuses if s in ROLLOUT_TERMINAL), policy_versions=list(versions),
         result=result, created_at=row.created_at, finished_at=row.finished_at,
     )  # fmt: skip
+
+
+async def eval_samples(session: AsyncSession, eval_id: str) -> EvalSamples:
+    """Every sample of the eval with its seed and outcome (``harnessrl eval compare`` pairs two evals' samples)."""
+    if await session.get(Eval, eval_id) is None:
+        raise NotFound(f"no eval {eval_id!r}")
+    rows = (
+        await session.execute(
+            select(Task.instance_id, Rollout.index_in_group, Rollout.sampling_seed, Reward.resolved)
+            .join(Task, Task.id == Rollout.task_id)
+            .outerjoin(Reward, Reward.rollout_id == Rollout.id)
+            .where(Rollout.run_id == eval_id)
+            .order_by(Task.instance_id, Rollout.index_in_group)
+        )
+    ).all()
+    samples = [
+        EvalSample(instance_id=instance_id, index=index, sampling_seed=seed, passed=resolved)
+        for instance_id, index, seed, resolved in rows
+    ]
+    return EvalSamples(eval_id=eval_id, samples=samples)
 
 
 async def eval_curve(session: AsyncSession, run_id: str) -> list[EvalPoint]:

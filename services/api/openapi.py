@@ -69,6 +69,7 @@ def build_openapi() -> dict[str, Any]:
             (schemas.TasksAdd, "validation"),
             (schemas.EvalCreate, "validation"),
             (schemas.EvalDetail, "serialization"),
+            (schemas.EvalSamples, "serialization"),
             (schemas.Error, "serialization"),
             (schemas.Health, "serialization"),
             (schemas.RunPage, "serialization"),
@@ -227,6 +228,19 @@ def build_openapi() -> dict[str, Any]:
                         "200": _json(
                             "What is evaluated, progress, and pass@1 / pass@k once every rollout ended.",
                             schemas.EvalDetail,
+                        ),
+                        **_errors(401, 404),
+                    },
+                }
+            },
+            "/v1/evals/{eval_id}/samples": {
+                "get": {
+                    "operationId": "getEvalSamples",
+                    "parameters": [EVAL_ID],
+                    "responses": {
+                        "200": _json(
+                            "Every sample: task, index, sampling seed, passed (null until graded).",
+                            schemas.EvalSamples,
                         ),
                         **_errors(401, 404),
                     },

@@ -265,6 +265,26 @@ class EvalDetail(BaseModel):
     finished_at: datetime | None
 
 
+class EvalSample(BaseModel):
+    """One sample of an eval: what ``harnessrl eval compare`` pairs with the same sample of another eval."""
+
+    instance_id: str = Field(description="The task's instance id.")
+    index: int = Field(
+        description="The sample's index among the task's samples (its rollout's index in group)."
+    )
+    sampling_seed: int | None = Field(
+        description="The rollout's sampling seed; null when the eval was unseeded."
+    )
+    passed: bool | None = Field(
+        description="Whether its patch resolved the task; null when it was never graded."
+    )
+
+
+class EvalSamples(BaseModel):
+    eval_id: str
+    samples: list[EvalSample] = Field(description="Every sample, by instance id then index.")
+
+
 class TasksAdded(BaseModel):
     run_id: str
     added: list[str] = Field(description="Task ids newly attached to the run.")

@@ -7,6 +7,12 @@ figures stay as rows (``evals``, and the eval run's ``rollouts``/``rewards``/``c
 
 A bad dataset, split, harness, run, version or model directory exits 2 with one line naming it, and creates
 nothing (the api checks every field before it writes).
+
+``harnessrl eval compare EVAL_A EVAL_B``: two evals of the same tasks, samples per task and seed (e.g. version 0
+and version N of a run, both with ``--seed 7``) → Δ pass@1 (B − A) with its paired 95 % interval (per-task
+cluster bootstrap) and McNemar's exact p (``shared/paired_stats.py``, which states the method), from each eval's
+samples (``GET /v1/evals/{id}/samples``). Evals that are not comparable (other tasks or sample indices, other
+seeds, unseeded, not finished) exit 2 naming the first mismatch.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import click
 
 from services.api.client import ApiClient, ApiClientError, default_api_url
 from shared.harnesses import HARNESS_NAMES
+from shared.paired_stats import NotComparable, PairedComparison, SampleOutcome, compare, pair_samples
 from shared.settings import load_settings
 from shared.statuses import RUN_FINISHED
 from shared.tasks import TaskError, load_tasks
@@ -96,14 +103,14 @@ def figures_text(detail: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@click.command("eval")
+@click.group("eval", invoke_without_command=True)
 @click.option(
     "--dataset", default=None, help="Bundled dataset (e.g. swe_micro), or a label for --tasks-file."
 )
 @click.option("--split", default=None, help="A split of the bundled dataset (e.g. eval).")
 @click.option("--tasks-file", type=click.Path(dir_okay=False, path_type=Path), help="Your own JSONL tasks.")
 @click.option("--instance", "instance_ids", multiple=True, help="Only these instance ids (repeatable).")
-@click.option("--harness", required=True, help=f"One of: {', '.join(HARNESS_NAMES)}.")
+@click.option("--harness", default=None, help=f"One of: {', '.join(HARNESS_NAMES)} (required to evaluate).")
 @click.option("--harness-command", default=None, help="For --harness shell: a command with {instruction}.")
 @click.option(
     "--harness-option", "harness_options", multiple=True, metavar="KEY=VALUE", help="e.g. bare=true."
@@ -129,13 +136,28 @@ def figures_text(detail: dict[str, Any]) -> str:
 )
 @click.option("--api", "api_url", envvar="HARNESSRL_API_URL", default=None, help="API base URL.")
 @click.option("--json", "as_json", is_flag=True, help="Print the eval's JSON document (one object).")
+@click.pass_context
 def eval_command(
-    dataset: str | None, split: str | None, tasks_file: Path | None, instance_ids: tuple[str, ...], harness: str,
+    ctx: click.Context, dataset: str | None, split: str | None, tasks_file: Path | None,
+    instance_ids: tuple[str, ...], harness: str | None,
     harness_command: str | None, harness_options: tuple[str, ...], samples: int, run_id: str | None,
     version: int | None, model_dir: str | None, seed: int | None, sampling: tuple[str, ...],
     limits: tuple[str, ...], name: str, timeout_s: float | None, api_url: str | None, as_json: bool,
 ) -> None:  # fmt: skip
-    """Evaluate a policy (the base model, a run's version, or a model directory) on tasks: pass@1 and pass@k."""
+    """Evaluate a policy (the base model, a run's version, or a model directory) on tasks: pass@1 and pass@k.
+    ``harnessrl eval compare EVAL_A EVAL_B``: the paired change between two evals."""
+    if ctx.invoked_subcommand is not None:
+        given = [
+            p.opts[0]
+            for p in ctx.command.params
+            if ctx.get_parameter_source(p.name or "")  # fmt: skip
+            not in (click.core.ParameterSource.DEFAULT, click.core.ParameterSource.ENVIRONMENT)
+        ]
+        if given:
+            fail(f"{given[0]}: an option of evaluating, not of 'eval {ctx.invoked_subcommand}'")
+        return
+    if harness is None:
+        fail("--harness: name the harness to evaluate with")
     if harness not in HARNESS_NAMES:
         fail(f"--harness: unknown harness {harness!r} (one of {', '.join(HARNESS_NAMES)})")
     if dataset is None and tasks_file is None:
@@ -200,3 +222,60 @@ def wait(client: ApiClient, eval_id: str, timeout_s: float | None, quiet: bool) 
         if detail["status"] in FINISHED or (deadline is not None and time.monotonic() >= deadline):
             return detail
         time.sleep(2)
+
+
+@eval_command.command("compare")
+@click.argument("eval_a")
+@click.argument("eval_b")
+@click.option("--api", "api_url", envvar="HARNESSRL_API_URL", default=None, help="API base URL.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def compare_command(eval_a: str, eval_b: str, api_url: str | None, as_json: bool) -> None:
+    """Δ pass@1 (EVAL_B − EVAL_A) of two evals of the same tasks and seeds, with its paired 95 % interval."""
+    settings = load_settings()
+    client = ApiClient(api_url or default_api_url(settings), settings.api_token, timeout_s=60)
+    try:
+        details = [_finished_eval(client, eval_id) for eval_id in (eval_a, eval_b)]
+        samples = [sample_outcomes(client.get_eval_samples(eval_id)) for eval_id in (eval_a, eval_b)]
+    except ApiClientError as exc:
+        fail(exc.message, 2 if exc.status == 404 else 1)
+    finally:
+        client.close()
+    try:
+        pairs, dropped = pair_samples(*samples)
+        result = compare(pairs, dropped)
+    except NotComparable as exc:
+        fail(f"{eval_a} and {eval_b} are not comparable: {exc}")
+    if as_json:
+        click.echo(json.dumps({"eval_a": eval_a, "eval_b": eval_b, **result.as_dict()}, sort_keys=True))
+        return
+    click.echo(comparison_text(details[0], details[1], result))
+
+
+def _finished_eval(client: ApiClient, eval_id: str) -> dict[str, Any]:
+    detail = client.get_eval(eval_id)
+    if detail["status"] != "completed":
+        fail(f"eval {eval_id} is {detail['status']}: compare needs two completed evals")
+    return detail
+
+
+def sample_outcomes(document: dict[str, Any]) -> list[SampleOutcome]:
+    """``GET /v1/evals/{id}/samples`` as ``shared.paired_stats`` reads it."""
+    return [
+        SampleOutcome(task=s["instance_id"], index=s["index"], seed=s["sampling_seed"], passed=s["passed"])
+        for s in document["samples"]
+    ]
+
+
+def comparison_text(a: dict[str, Any], b: dict[str, Any], result: PairedComparison) -> str:
+    lo, hi = result.interval_95
+    verdict = "within noise: the interval includes 0" if result.within_noise else "the interval excludes 0"
+    return "\n".join([
+        f"A: eval {a['id']}, policy {describe_policy(a)}",
+        f"B: eval {b['id']}, policy {describe_policy(b)}",
+        f"{result.tasks} tasks, {result.pairs} paired samples (same task, sample and seed)"
+        + (f", {result.dropped} left out (a side never graded)" if result.dropped else ""),
+        f"pass@1 A {result.pass_at_1_a:.1%} → B {result.pass_at_1_b:.1%}",
+        f"Δ pass@1 {100 * result.delta:+.1f} points (paired 95% CI {100 * lo:+.1f} to {100 * hi:+.1f}, per-task "
+        f"cluster bootstrap) — {verdict}",
+        f"McNemar exact p = {result.mcnemar_p:.3g} ({result.b_only} samples only B passed, {result.a_only} only A)",
+    ])  # fmt: skip

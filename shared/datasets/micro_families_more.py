@@ -402,6 +402,383 @@ def int_to_binary(n):
             ),
         ],
     ),
+    _f(
+        "is_perfect_square",
+        "square_check",
+        "is_perfect_square",
+        '''
+def is_perfect_square(n):
+    """True if n is the square of an integer (0 and 1 are; negative numbers are not)."""
+    if n < 0:
+        return False
+    root = 0
+    while root * root < n:
+        root += 1
+    return root * root == n
+''',
+        [
+            Case("zero", "assert is_perfect_square(0) is True"),
+            Case("one", "assert is_perfect_square(1) is True"),
+            Case("squares", "assert is_perfect_square(16) is True\n    assert is_perfect_square(25) is True"),
+            Case("two", "assert is_perfect_square(2) is False"),
+            Case("just_below", "assert is_perfect_square(15) is False"),
+            Case("negative", "assert is_perfect_square(-4) is False"),
+            Case("between", "assert is_perfect_square(8) is False"),
+            Case("large", "assert is_perfect_square(144) is True"),
+        ],
+        [
+            Bug(
+                "while root * root < n:",
+                "while root * root <= n:",
+                "is_perfect_square rejects squares\n\n`is_perfect_square(16)` returns False but should return True.",
+            ),
+            Bug(
+                "return root * root == n",
+                "return root * root >= n",
+                "is_perfect_square accepts non-squares\n\n`is_perfect_square(8)` returns True but should return "
+                "False: only squares of integers are accepted.",
+            ),
+            Bug(
+                "root += 1",
+                "root += 2",
+                "is_perfect_square misses odd squares\n\n`is_perfect_square(9)` returns False but should return True.",
+            ),
+        ],
+    ),
+    _f(
+        "triangular_number",
+        "triangles",
+        "triangular_number",
+        '''
+def triangular_number(n):
+    """1 + 2 + ... + n for n >= 0 (0 for n == 0)."""
+    total = 0
+    for i in range(1, n + 1):
+        total += i
+    return total
+''',
+        [
+            Case("zero", "assert triangular_number(0) == 0"),
+            Case("one", "assert triangular_number(1) == 1"),
+            Case("two", "assert triangular_number(2) == 3"),
+            Case("four", "assert triangular_number(4) == 10"),
+            Case("ten", "assert triangular_number(10) == 55\n    assert triangular_number(7) == 28"),
+            Case("hundred", "assert triangular_number(100) == 5050"),
+        ],
+        [
+            Bug(
+                "range(1, n + 1)",
+                "range(1, n)",
+                "triangular_number leaves out n\n\n`triangular_number(4)` returns 6 but should return 10 "
+                "(1 + 2 + 3 + 4).",
+            ),
+            Bug(
+                "total = 0",
+                "total = 1",
+                "triangular_number is one too large\n\n`triangular_number(4)` returns 11 but should return 10.",
+            ),
+            Bug(
+                "total += i",
+                "total += n",
+                "triangular_number returns n squared\n\n`triangular_number(4)` returns 16 but should return 10 "
+                "(1 + 2 + 3 + 4).",
+            ),
+        ],
+    ),
+    _f(
+        "mean_of_positives",
+        "positive_stats",
+        "mean_of_positives",
+        '''
+def mean_of_positives(numbers):
+    """Mean of the numbers greater than zero, or 0.0 when there are none."""
+    positives = [n for n in numbers if n > 0]
+    if not positives:
+        return 0.0
+    return sum(positives) / len(positives)
+''',
+        [
+            Case("all_positive", "assert mean_of_positives([1, 2, 3]) == 2.0"),
+            Case("empty", "assert mean_of_positives([]) == 0.0"),
+            Case(
+                "no_positives",
+                "assert mean_of_positives([-1, -5]) == 0.0\n    assert mean_of_positives([0]) == 0.0",
+            ),
+            Case("zero_skipped", "assert mean_of_positives([0, 4]) == 4.0"),
+            Case("mixed", "assert mean_of_positives([-2, 3, 5]) == 4.0"),
+            Case("single", "assert mean_of_positives([7]) == 7.0"),
+            Case("floats", "assert mean_of_positives([1.5, -1, 2.5]) == 2.0"),
+        ],
+        [
+            Bug(
+                "if n > 0]",
+                "if n >= 0]",
+                "mean_of_positives counts zeros\n\n`mean_of_positives([0, 6])` returns 3.0 but should return 6.0: "
+                "zero is not positive.",
+            ),
+            Bug(
+                "len(positives)",
+                "len(numbers)",
+                "mean_of_positives divides by too much\n\n`mean_of_positives([-4, 2, 4])` returns 2.0 but should "
+                "return 3.0: the mean is over the positive numbers only.",
+            ),
+            Bug(
+                "    if not positives:\n        return 0.0\n",
+                "",
+                "mean_of_positives crashes on an empty list\n\n`mean_of_positives([])` raises ZeroDivisionError but "
+                "should return 0.0, as for any list without positive numbers.",
+            ),
+            Bug(
+                "sum(positives)",
+                "sum(numbers)",
+                "mean_of_positives adds the negative numbers\n\n`mean_of_positives([-2, 3, 5])` returns 3.0 but "
+                "should return 4.0: numbers below or equal to zero are left out.",
+            ),
+        ],
+    ),
+    _f(
+        "run_length_encode",
+        "rle",
+        "run_length_encode",
+        '''
+def run_length_encode(text):
+    """Runs of equal characters as (char, count) pairs: "aab" -> [("a", 2), ("b", 1)]."""
+    runs = []
+    for ch in text:
+        if runs and runs[-1][0] == ch:
+            runs[-1] = (ch, runs[-1][1] + 1)
+        else:
+            runs.append((ch, 1))
+    return runs
+''',
+        [
+            Case("empty", 'assert run_length_encode("") == []'),
+            Case("single", 'assert run_length_encode("a") == [("a", 1)]'),
+            Case("pair_then_one", 'assert run_length_encode("aab") == [("a", 2), ("b", 1)]'),
+            Case("one_then_pair", 'assert run_length_encode("abb") == [("a", 1), ("b", 2)]'),
+            Case("one_run", 'assert run_length_encode("aaa") == [("a", 3)]'),
+            Case(
+                "alternating", 'assert run_length_encode("abab") == [("a", 1), ("b", 1), ("a", 1), ("b", 1)]'
+            ),
+            Case("longer", 'assert run_length_encode("aabbbc") == [("a", 2), ("b", 3), ("c", 1)]'),
+        ],
+        [
+            Bug(
+                "runs[-1][1] + 1",
+                "runs[-1][1]",
+                'run_length_encode never counts past one\n\n`run_length_encode("xxy")` returns [("x", 1), ("y", 1)] '
+                'but should return [("x", 2), ("y", 1)].',
+            ),
+            Bug(
+                "runs.append((ch, 1))",
+                "runs.append((ch, 0))",
+                'run_length_encode counts one too few\n\n`run_length_encode("aab")` returns [("a", 1), ("b", 0)] but '
+                'should return [("a", 2), ("b", 1)].',
+            ),
+            Bug(
+                "runs[-1][0] == ch",
+                "runs[0][0] == ch",
+                'run_length_encode splits later runs\n\n`run_length_encode("abb")` returns [("a", 1), ("b", 1), '
+                '("b", 1)] but should return [("a", 1), ("b", 2)]: each run of equal characters is one pair.',
+            ),
+        ],
+    ),
+    _f(
+        "longest_word",
+        "longest",
+        "longest_word",
+        '''
+def longest_word(text):
+    """The longest word of text (the first one on ties), or "" when there is none."""
+    best = ""
+    for word in text.split():
+        if len(word) > len(best):
+            best = word
+    return best
+''',
+        [
+            Case("tie_first", 'assert longest_word("the quick brown fox") == "quick"'),
+            Case("empty", 'assert longest_word("") == ""\n    assert longest_word("\\t\\n") == ""'),
+            Case("single", 'assert longest_word("hello") == "hello"'),
+            Case("last", 'assert longest_word("a bb ccc") == "ccc"'),
+            Case("equal_length", 'assert longest_word("aa bb") == "aa"'),
+            Case("not_alphabetical", 'assert longest_word("zebra apple banana") == "banana"'),
+            Case("spaces", 'assert longest_word("  spaced   out  ") == "spaced"'),
+        ],
+        [
+            Bug(
+                "len(word) > len(best)",
+                "len(word) >= len(best)",
+                'longest_word picks the last of equally long words\n\n`longest_word("cat dog")` returns "dog" but '
+                'should return "cat": on a tie the first word wins.',
+            ),
+            Bug(
+                "len(word) > len(best)",
+                "word > best",
+                'longest_word picks the word that sorts last\n\n`longest_word("zoo elephant")` returns "zoo" but '
+                'should return "elephant".',
+            ),
+            Bug(
+                "            best = word\n    return best",
+                "            best = word\n        return best",
+                'longest_word returns the first word\n\n`longest_word("a longer sentence")` returns "a" but should '
+                'return "sentence".',
+            ),
+            Bug(
+                'best = ""',
+                "best = text.split()[0]",
+                'longest_word crashes without words\n\n`longest_word("")` raises IndexError but should return "".',
+            ),
+        ],
+    ),
+    _f(
+        "rotate_string",
+        "rotation",
+        "rotate_string",
+        '''
+def rotate_string(text, k):
+    """text rotated right by k places: rotate_string("abcde", 2) -> "deabc" (negative k rotates left)."""
+    if not text:
+        return text
+    k %= len(text)
+    return text[-k:] + text[:-k]
+''',
+        [
+            Case("two", 'assert rotate_string("abcde", 2) == "deabc"'),
+            Case("zero", 'assert rotate_string("abcde", 0) == "abcde"'),
+            Case("full_turn", 'assert rotate_string("abcde", 5) == "abcde"'),
+            Case(
+                "more_than_length",
+                'assert rotate_string("abcde", 7) == "deabc"\n    assert rotate_string("abc", 4) == "cab"',
+            ),
+            Case("empty", 'assert rotate_string("", 3) == ""'),
+            Case("single_char", 'assert rotate_string("a", 4) == "a"'),
+            Case("one", 'assert rotate_string("abcd", 1) == "dabc"'),
+            Case("negative", 'assert rotate_string("abcde", -1) == "bcdea"'),
+        ],
+        [
+            Bug(
+                "    if not text:\n        return text\n",
+                "",
+                'rotate_string crashes on an empty string\n\n`rotate_string("", 2)` raises ZeroDivisionError but should '
+                'return "".',
+            ),
+            Bug(
+                "    k %= len(text)\n",
+                "",
+                'rotate_string is wrong for more than a full turn\n\n`rotate_string("abcde", 6)` returns "abcde" but '
+                'should return "eabcd": rotating by k + len(text) is the same as rotating by k.',
+            ),
+            Bug(
+                "text[-k:] + text[:-k]",
+                "text[k:] + text[:k]",
+                'rotate_string rotates the wrong way\n\n`rotate_string("abcde", 2)` returns "cdeab" but should return '
+                '"deabc": a positive k moves the last characters to the front.',
+            ),
+        ],
+    ),
+    _f(
+        "count_divisible",
+        "divisibility",
+        "count_divisible",
+        '''
+def count_divisible(numbers, d):
+    """How many of numbers are divisible by d (d != 0)."""
+    count = 0
+    for n in numbers:
+        if n % d == 0:
+            count += 1
+    return count
+''',
+        [
+            Case("evens", "assert count_divisible([1, 2, 3, 4, 5, 6], 2) == 3"),
+            Case("empty", "assert count_divisible([], 3) == 0"),
+            Case("zero_is_divisible", "assert count_divisible([0], 5) == 1"),
+            Case("negatives", "assert count_divisible([-4, -3, 4], 2) == 2"),
+            Case(
+                "one_of_two",
+                "assert count_divisible([7, 11], 7) == 1\n    assert count_divisible([5, 10, 15], 5) == 3",
+            ),
+            Case("by_one", "assert count_divisible([1, 2], 1) == 2"),
+            Case("negative_divisor", "assert count_divisible([3, 6, 7], -3) == 2"),
+        ],
+        [
+            Bug(
+                "if n % d == 0:",
+                "if n % d:",
+                "count_divisible counts the wrong numbers\n\n`count_divisible([2, 3, 4], 2)` returns 1 but should "
+                "return 2: a number counts when d divides it.",
+            ),
+            Bug(
+                "n % d == 0",
+                "d % n == 0",
+                "count_divisible tests divisibility the wrong way round\n\n`count_divisible([3, 9], 3)` returns 1 but "
+                "should return 2: a number counts when it is a multiple of d.",
+            ),
+            Bug(
+                "if n % d == 0:",
+                "if n % d == 0 and n:",
+                "count_divisible skips zero\n\n`count_divisible([0, 3], 3)` returns 1 but should return 2: zero is "
+                "divisible by every d.",
+            ),
+            Bug(
+                "count = 0",
+                "count = 1",
+                "count_divisible counts one too many\n\n`count_divisible([3, 4], 2)` returns 2 but should return 1.",
+            ),
+        ],
+    ),
+    _f(
+        "interleave",
+        "zipper",
+        "interleave",
+        '''
+def interleave(a, b):
+    """Items of a and b alternately, starting with a; the rest of the longer list comes at the end."""
+    result = []
+    for i in range(max(len(a), len(b))):
+        if i < len(a):
+            result.append(a[i])
+        if i < len(b):
+            result.append(b[i])
+    return result
+''',
+        [
+            Case("same_length", "assert interleave([1, 2, 3], [4, 5, 6]) == [1, 4, 2, 5, 3, 6]"),
+            Case("both_empty", "assert interleave([], []) == []"),
+            Case("one_empty", 'assert interleave([1], []) == [1]\n    assert interleave([], ["x"]) == ["x"]'),
+            Case("first_longer", 'assert interleave([1, 2, 3], ["a"]) == [1, "a", 2, 3]'),
+            Case("second_longer", 'assert interleave(["a"], [1, 2, 3]) == ["a", 1, 2, 3]'),
+            Case("zeros", "assert interleave([0], [0]) == [0, 0]"),
+            Case("two_and_one", "assert interleave([7, 8], [9]) == [7, 9, 8]"),
+        ],
+        [
+            Bug(
+                "range(max(len(a), len(b)))",
+                "range(min(len(a), len(b)))",
+                "interleave drops the rest of the longer list\n\n`interleave([1, 2, 3], [9])` returns [1, 9] but "
+                "should return [1, 9, 2, 3].",
+            ),
+            Bug(
+                "if i < len(b):",
+                "if i < len(a):",
+                "interleave fails when the second list is shorter\n\n`interleave([1, 2], [5])` raises IndexError but "
+                "should return [1, 5, 2].",
+            ),
+            Bug(
+                "if i < len(a):",
+                "if i <= len(a):",
+                "interleave fails when the first list is shorter\n\n`interleave([1], [5, 6])` raises IndexError but "
+                "should return [1, 5, 6].",
+            ),
+            Bug(
+                "        if i < len(a):\n            result.append(a[i])\n        if i < len(b):\n            result.append(b[i])\n",
+                "        if i < len(b):\n            result.append(b[i])\n        if i < len(a):\n            result.append(a[i])\n",
+                "interleave starts with the second list\n\n`interleave([1, 2], [8, 9])` returns [8, 1, 9, 2] but "
+                "should return [1, 8, 2, 9]: items of the first list come first.",
+            ),
+        ],
+    ),
 )
 
 MORE_RELATED: dict[str, str] = {}

@@ -4,7 +4,7 @@ starts once the pool serves its target), finishes with pass@1 / pass@k and their
 and TensorBoard; a training run's ``config.eval`` evaluates version 0 before step 0 and the trained version after
 the last step, waits for each, and no eval group ever reaches a groups stream; ``POST /v1/evals`` and
 ``harnessrl eval`` refuse a bad dataset, split, harness, run, version or model directory, naming it, and write
-nothing."""
+nothing; ``harnessrl eval compare`` pairs two evals' samples and refuses evals that do not pair."""
 
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ from shared.db import (
     session_scope,
 )
 from shared.events import connect, groups_stream, rebase_request, weights_channel
+from shared.ids import new_id
 from shared.models import Eval, Group, Reward, Rollout, Run, Step, Task, Weight
 from shared.pool import set_served
 from shared.run_config import RunConfig
@@ -429,3 +430,78 @@ def test_harnessrl_eval_sends_a_tasks_file_and_refuses_a_bad_one(
     with api_server.client() as client:
         assert client.get(f"/v1/evals/{detail['id']}").json()["id"] == detail["id"]
         client.post(f"/v1/runs/{detail['id']}/stop")
+
+
+def _finished_eval(db: Any, seed: int | None, passes: dict[str, list[bool | None]]) -> str:
+    """An eval as the scheduler, runner and grader leave it: completed, one rollout per (task, sample) with the
+    seed the scheduler derives, graded (``None``: never graded)."""
+    samples = len(next(iter(passes.values())))
+    with session_scope(db) as session:
+        task_ids = {}
+        for instance_id in passes:
+            task = session.scalar(
+                select(Task).where(Task.dataset == "swe_mini", Task.instance_id == instance_id)
+            )
+            if task is None:
+                task = Task(id=f"task_{instance_id}_{seed}_{len(passes)}", dataset="swe_mini",
+                            instance_id=instance_id, spec=product.task_spec(instance_id))  # fmt: skip
+                session.add(task)
+                session.flush()
+            task_ids[instance_id] = task.id
+        config = RunConfig.model_validate({
+            "model": "policy", "harness": "codeblock", "group_size": samples, "steps": 1, "dataset": "swe_mini",
+            "task_ids": list(task_ids.values()), "sampling": {"seed": seed}, "target": {"source": "base"},
+        })  # fmt: skip
+        run = Run.create(new_id("eval"), config, status="completed", policy_version=0)
+        session.add(run)
+        session.flush()
+        session.add(Eval(run_id=run.id, version=0, source="base", dataset="swe_mini", harness="codeblock",
+                         samples_per_task=samples, seed=seed, tasks=len(passes)))  # fmt: skip
+        for instance_id, outcomes in passes.items():
+            for index, passed in enumerate(outcomes):
+                rollout = Rollout(
+                    id=new_id("ro"), run_id=run.id, task_id=task_ids[instance_id], index_in_group=index,
+                    harness="codeblock", status="graded" if passed is not None else "failed",
+                    sampling_seed=None if seed is None else rollout_seed(seed, instance_id, 0, index),
+                )  # fmt: skip
+                session.add(rollout)
+                session.flush()
+                if passed is not None:
+                    session.add(Reward(rollout_id=rollout.id, reward=float(passed), resolved=passed))
+        return run.id
+
+
+def test_harnessrl_eval_compare_pairs_two_evals_and_refuses_evals_that_do_not_pair(
+    harnessrl: Any, db: Any
+) -> None:
+    yes, no = True, False
+    before = _finished_eval(
+        db, 5, {"textkit-1": [no, no, yes], "textkit-2": [no, no, no], "minstats-1": [yes, no, None]}
+    )
+    after = _finished_eval(db, 5, {"textkit-1": [yes, yes, yes], "textkit-2": [no, yes, no], "minstats-1": [yes, no, yes]})  # fmt: skip
+    result = harnessrl("eval", "compare", before, after, "--json")
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    figures = json.loads(result.stdout)
+    # 8 graded pairs (minstats-1's third was never graded in the first): A 2/8, B 5/8, 3 pairs only B passed.
+    assert (figures["tasks"], figures["pairs"], figures["dropped"]) == (3, 8, 1)
+    assert (figures["pass_at_1_a"], figures["pass_at_1_b"]) == (2 / 8, 5 / 8)
+    assert figures["delta"] == pytest.approx(3 / 8)
+    assert (figures["b_only"], figures["a_only"]) == (3, 0)
+    assert figures["mcnemar_p"] == pytest.approx(2 / 8)
+    low, high = figures["interval_95"]
+    assert low <= 3 / 8 <= high and figures["within_noise"] == (low <= 0 <= high)
+
+    text_result = harnessrl("eval", "compare", before, after)
+    assert text_result.exit_code == 0
+    assert "Δ pass@1 +37.5 points (paired 95% CI" in text_result.stdout
+    assert "McNemar exact p = 0.25" in text_result.stdout
+
+    other_seed = _finished_eval(db, 6, {"textkit-1": [no, no, yes], "textkit-2": [no, no, no], "minstats-1": [yes, no, no]})  # fmt: skip
+    fewer = _finished_eval(db, 5, {"textkit-1": [no, no, yes], "textkit-2": [no, no, no]})
+    for other, says in ((other_seed, "seed"), (fewer, "only in the first"), ("eval_missing", "no eval")):
+        refused = harnessrl("eval", "compare", before, other)
+        assert refused.exit_code == 2, (refused.stdout, refused.stderr)
+        assert refused.stderr.startswith("harnessrl: ") and says in refused.stderr, refused.stderr
+        assert refused.stderr.count("\n") == 1 and refused.stdout == ""
+    misplaced = harnessrl("eval", "--samples", "3", "compare", before, after)
+    assert misplaced.exit_code == 2 and "--samples" in misplaced.stderr
