@@ -779,6 +779,307 @@ def interleave(a, b):
             ),
         ],
     ),
+    _f(
+        "collatz_steps",
+        "collatz",
+        "collatz_steps",
+        '''
+def collatz_steps(n):
+    """Steps for n >= 1 to reach 1, halving even numbers and turning odd ones into 3 * n + 1."""
+    steps = 0
+    while n != 1:
+        if n % 2 == 0:
+            n //= 2
+        else:
+            n = 3 * n + 1
+        steps += 1
+    return steps
+''',
+        [
+            Case("one", "assert collatz_steps(1) == 0"),
+            Case("two", "assert collatz_steps(2) == 1"),
+            Case("three", "assert collatz_steps(3) == 7"),
+            Case("power_of_two", "assert collatz_steps(4) == 2\n    assert collatz_steps(16) == 4"),
+            Case("six", "assert collatz_steps(6) == 8"),
+            Case("seven", "assert collatz_steps(7) == 16"),
+            Case("long", "assert collatz_steps(27) == 111"),
+        ],
+        [
+            Bug(
+                "steps = 0",
+                "steps = 1",
+                "collatz_steps counts one step too many\n\n`collatz_steps(4)` returns 3 but should return 2 "
+                "(4 -> 2 -> 1).",
+            ),
+            Bug(
+                "            n = 3 * n + 1\n        steps += 1",
+                "            n = 3 * n + 1\n            steps += 1",
+                "collatz_steps does not count the halving steps\n\n`collatz_steps(3)` returns 2 but should return 7 "
+                "(3 -> 10 -> 5 -> 16 -> 8 -> 4 -> 2 -> 1).",
+            ),
+            Bug(
+                "while n != 1:",
+                "while n > 2:",
+                "collatz_steps stops one step early\n\n`collatz_steps(6)` returns 7 but should return 8: the count "
+                "ends when n reaches 1.",
+            ),
+        ],
+    ),
+    _f(
+        "digital_root",
+        "digit_roots",
+        "digital_root",
+        '''
+def digital_root(n):
+    """Sum the decimal digits of n >= 0, again and again, until a single digit remains."""
+    while n >= 10:
+        total = 0
+        while n > 0:
+            total += n % 10
+            n //= 10
+        n = total
+    return n
+''',
+        [
+            Case("zero", "assert digital_root(0) == 0"),
+            Case("single_digit", "assert digital_root(7) == 7"),
+            Case("ten", "assert digital_root(10) == 1"),
+            Case("two_rounds", "assert digital_root(38) == 2\n    assert digital_root(99) == 9"),
+            Case("nineteen", "assert digital_root(19) == 1"),
+            Case("long", "assert digital_root(12345) == 6"),
+            Case("three_rounds", "assert digital_root(9875) == 2"),
+        ],
+        [
+            Bug(
+                "while n >= 10:",
+                "while n > 10:",
+                "digital_root stops at 10\n\n`digital_root(55)` returns 10 but should return 1: summing goes on "
+                "until one digit remains.",
+            ),
+            Bug(
+                "while n >= 10:",
+                "if n >= 10:",
+                "digital_root sums the digits only once\n\n`digital_root(88)` returns 16 but should return 7 "
+                "(8 + 8 = 16, then 1 + 6 = 7).",
+            ),
+            Bug(
+                "total += n % 10",
+                "total += n // 10",
+                "digital_root adds the wrong parts of the number\n\n`digital_root(38)` returns 3 but should return 2 "
+                "(3 + 8 = 11, then 1 + 1 = 2).",
+            ),
+        ],
+    ),
+    _f(
+        "caesar_shift",
+        "caesar",
+        "caesar_shift",
+        '''
+def caesar_shift(text, k):
+    """Shift lowercase letters k places along the alphabet, wrapping from z to a; other characters stay."""
+    result = ""
+    for ch in text:
+        if "a" <= ch <= "z":
+            ch = chr((ord(ch) - ord("a") + k) % 26 + ord("a"))
+        result += ch
+    return result
+''',
+        [
+            Case("by_one", 'assert caesar_shift("abc", 1) == "bcd"'),
+            Case("wraps", 'assert caesar_shift("xyz", 3) == "abc"'),
+            Case("empty", 'assert caesar_shift("", 5) == ""'),
+            Case("rot13", 'assert caesar_shift("hello, world!", 13) == "uryyb, jbeyq!"'),
+            Case("zero", 'assert caesar_shift("abc", 0) == "abc"\n    assert caesar_shift("z", 26) == "z"'),
+            Case("backwards", 'assert caesar_shift("bcd", -1) == "abc"'),
+            Case("keeps_others", 'assert caesar_shift("Hi a1", 1) == "Hj b1"'),
+        ],
+        [
+            Bug(
+                "% 26",
+                "% 25",
+                'caesar_shift wraps to the wrong letter\n\n`caesar_shift("xyz", 3)` returns "bcd" but should return '
+                '"abc": after z comes a again.',
+            ),
+            Bug(
+                'chr((ord(ch) - ord("a") + k) % 26 + ord("a"))',
+                "chr(ord(ch) + k)",
+                'caesar_shift does not wrap around\n\n`caesar_shift("xyz", 3)` returns "{|}" but should return "abc": '
+                "shifting past z starts again at a.",
+            ),
+            Bug(
+                'if "a" <= ch <= "z":',
+                "if ch.isalpha():",
+                'caesar_shift garbles capital letters\n\n`caesar_shift("Hi", 1)` returns "cj" but should return "Hj": '
+                "only lowercase letters are shifted.",
+            ),
+            Bug(
+                '+ ord("a"))\n        result += ch',
+                '+ ord("a"))\n            result += ch',
+                'caesar_shift drops spaces and punctuation\n\n`caesar_shift("a b!", 1)` returns "bc" but should '
+                'return "b c!": characters that are not lowercase letters are kept as they are.',
+            ),
+        ],
+    ),
+    _f(
+        "letter_histogram",
+        "histogram",
+        "letter_histogram",
+        '''
+def letter_histogram(text):
+    """How often each letter occurs in text, ignoring case: {letter: count}; other characters are ignored."""
+    counts = {}
+    for ch in text.lower():
+        if ch.isalpha():
+            counts[ch] = counts.get(ch, 0) + 1
+    return counts
+''',
+        [
+            Case("empty", 'assert letter_histogram("") == {}'),
+            Case("repeats", 'assert letter_histogram("aab") == {"a": 2, "b": 1}'),
+            Case("ignores_case", 'assert letter_histogram("Aa") == {"a": 2}'),
+            Case(
+                "ignores_others",
+                'assert letter_histogram("a b!") == {"a": 1, "b": 1}\n    assert letter_histogram("123") == {}',
+            ),
+            Case("word", 'assert letter_histogram("Hello") == {"h": 1, "e": 1, "l": 2, "o": 1}'),
+            Case("single", 'assert letter_histogram("x") == {"x": 1}'),
+            Case("many", 'assert letter_histogram("banana") == {"b": 1, "a": 3, "n": 2}'),
+        ],
+        [
+            Bug(
+                "text.lower()",
+                "text",
+                'letter_histogram counts capitals separately\n\n`letter_histogram("Bob")` returns {"B": 1, "o": 1, '
+                '"b": 1} but should return {"b": 2, "o": 1}: case is ignored.',
+            ),
+            Bug(
+                "if ch.isalpha():",
+                'if ch != " ":',
+                'letter_histogram counts punctuation\n\n`letter_histogram("hi!")` returns {"h": 1, "i": 1, "!": 1} '
+                'but should return {"h": 1, "i": 1}: only letters are counted.',
+            ),
+            Bug(
+                "counts.get(ch, 0) + 1",
+                "1",
+                'letter_histogram never counts past one\n\n`letter_histogram("aaa")` returns {"a": 1} but should '
+                'return {"a": 3}.',
+            ),
+            Bug(
+                "counts.get(ch, 0)",
+                "counts.get(ch, 1)",
+                'letter_histogram counts one too many\n\n`letter_histogram("ab")` returns {"a": 2, "b": 2} but should '
+                'return {"a": 1, "b": 1}.',
+            ),
+        ],
+    ),
+    _f(
+        "count_negative",
+        "negatives",
+        "count_negative",
+        '''
+def count_negative(numbers):
+    """How many of the numbers are below zero."""
+    count = 0
+    for n in numbers:
+        if n < 0:
+            count += 1
+    return count
+''',
+        [
+            Case("empty", "assert count_negative([]) == 0"),
+            Case("none", "assert count_negative([1, 2]) == 0"),
+            Case("all", "assert count_negative([-1, -2]) == 2"),
+            Case(
+                "zero_is_not_negative",
+                "assert count_negative([0]) == 0\n    assert count_negative([-3, 0, 3]) == 1",
+            ),
+            Case("fraction", "assert count_negative([-0.5, 2]) == 1"),
+            Case("mixed", "assert count_negative([-1, -1, 5, -7]) == 3"),
+            Case("single", "assert count_negative([-9]) == 1"),
+        ],
+        [
+            Bug(
+                "if n < 0:",
+                "if n <= 0:",
+                "count_negative counts zero\n\n`count_negative([0, -2, 4])` returns 2 but should return 1: zero is "
+                "not negative.",
+            ),
+            Bug(
+                "if n < 0:",
+                "if n > 0:",
+                "count_negative counts the positive numbers\n\n`count_negative([-1, 2, 3])` returns 2 but should "
+                "return 1.",
+            ),
+            Bug(
+                "count += 1",
+                "count += n",
+                "count_negative adds the numbers up\n\n`count_negative([-4, 1])` returns -4 but should return 1: it "
+                "counts how many numbers are negative.",
+            ),
+            Bug(
+                "            count += 1\n    return count",
+                "            count += 1\n        return count",
+                "count_negative only looks at the first number\n\n`count_negative([2, -1, -8])` returns 0 but should "
+                "return 2.",
+            ),
+        ],
+    ),
+    _f(
+        "strip_punctuation",
+        "depunct",
+        "strip_punctuation",
+        '''
+def strip_punctuation(word):
+    """word without the punctuation marks . , ; : ! ? ' " at its start and end; inner ones are kept."""
+    marks = ".,;:!?'\\""
+    start = 0
+    end = len(word)
+    while start < end and word[start] in marks:
+        start += 1
+    while end > start and word[end - 1] in marks:
+        end -= 1
+    return word[start:end]
+''',
+        [
+            Case("plain", 'assert strip_punctuation("hello") == "hello"'),
+            Case(
+                "trailing",
+                'assert strip_punctuation("hello!") == "hello"\n    assert strip_punctuation("end.") == "end"',
+            ),
+            Case("both_ends", 'assert strip_punctuation("...wait...") == "wait"'),
+            Case("inner_kept", 'assert strip_punctuation("don\'t") == "don\'t"'),
+            Case("empty", 'assert strip_punctuation("") == ""'),
+            Case("only_marks", 'assert strip_punctuation("!?!") == ""'),
+            Case("quotes", 'assert strip_punctuation("\'quoted\'") == "quoted"'),
+            Case("double_quotes", 'assert strip_punctuation(\'"yes,"\') == "yes"'),
+        ],
+        [
+            Bug(
+                "while start < end and word[start] in marks:",
+                "while word[start] in marks:",
+                'strip_punctuation crashes on words made of punctuation\n\n`strip_punctuation("?!")` raises '
+                'IndexError but should return "".',
+            ),
+            Bug(
+                "return word[start:end]",
+                "return word[start:]",
+                'strip_punctuation keeps trailing punctuation\n\n`strip_punctuation("yes!")` returns "yes!" but '
+                'should return "yes": marks are removed from both ends.',
+            ),
+            Bug(
+                "end = len(word)",
+                "end = len(word) - 1",
+                'strip_punctuation loses the last letter\n\n`strip_punctuation("cat")` returns "ca" but should return '
+                '"cat".',
+            ),
+            Bug(
+                "while end > start and word[end - 1] in marks:",
+                "while end > start and word[end] in marks:",
+                'strip_punctuation crashes on most words\n\n`strip_punctuation("ok")` raises IndexError but should '
+                'return "ok".',
+            ),
+        ],
+    ),
 )
 
 MORE_RELATED: dict[str, str] = {}
