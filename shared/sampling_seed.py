@@ -24,6 +24,20 @@ def _hash(*parts: object) -> int:
     return int.from_bytes(digest[:8], "big") % (1 << SEED_BITS)
 
 
+SEED_STREAMS = ("task_order", "train_sampling", "learner", "eval_sampling")
+"""The independent streams one run seed of the learning recipe derives (``services/cli/learning.py``): the order
+of the training tasks, the training run's ``sampling.seed`` (per-call seeds of its rollouts), the learner's
+``grpo.seed`` (init and shuffles) and the evals' ``seed``. Two seeds share no stream, and changing how one stream
+is drawn (more tasks, another eval) leaves the others' draws as they were."""
+
+
+def stream_seed(run_seed: int, stream: str) -> int:
+    """The seed of ``stream`` (one of ``SEED_STREAMS``) derived from a run seed."""
+    if stream not in SEED_STREAMS:
+        raise ValueError(f"unknown seed stream {stream!r} (one of {', '.join(SEED_STREAMS)})")
+    return _hash("stream", run_seed, stream)
+
+
 def rollout_seed(run_seed: int, instance_id: str, step: int, index_in_group: int) -> int:
     return _hash("rollout", run_seed, instance_id, step, index_in_group)
 

@@ -29,7 +29,12 @@ The recipe (``RECIPE``) is chosen for SmolLM2-135M-Instruct on ``swe_micro`` wit
 
 Each evaluation is a real eval (``POST /v1/evals``, what ``harnessrl eval`` does): the base weights before
 training, the training run's last version after; each takes the inference pool in turn and the updater loads what
-it evaluates, and both sample with the recipe's seed, so the two evals draw the same seeds call for call.
+it evaluates, and both sample with the same eval seed, so the two evals draw the same seeds call for call.
+
+One run seed (``Recipe.seed``) derives four independent streams (``shared.sampling_seed.stream_seed``): the
+order of the training tasks, the training run's ``sampling.seed`` (every training call is seeded, like an
+eval's, so the same seed samples the same tokens on version 0), the learner's ``grpo.seed`` (init and shuffles)
+and the evals' seed. Two seeds differ in all four; one seed repeats all four.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from sqlalchemy import text
 from shared.db import make_engine
 from shared.eval_stats import wilson_interval
 from shared.run_config import BoolOrAuto
+from shared.sampling_seed import stream_seed
 from shared.settings import Settings
 from shared.statuses import RUN_FINISHED
 from shared.trajectory import CUT_BY_LENGTH
@@ -198,7 +204,7 @@ def evaluate(
     started = time.monotonic()
     body: dict[str, Any] = {
         "name": label, "harness": HARNESS, "dataset": DATASET, "split": split, "samples": recipe.eval_samples,
-        "sampling": _sampling(recipe), "seed": recipe.seed,
+        "sampling": _sampling(recipe), "seed": stream_seed(recipe.seed, "eval_sampling"),
     }  # fmt: skip
     if run_id is not None:
         body["run_id"] = run_id
@@ -259,9 +265,10 @@ def training_run_body(recipe: Recipe, model: str, task_ids: list[str]) -> dict[s
     return {
         "name": "learning", "model": model, "harness": HARNESS, "dataset": DATASET,
         "split": recipe.splits[0], "instance_ids": task_ids, "groups_per_step": recipe.groups_per_step,
-        "group_size": recipe.group_size, "steps": recipe.steps, "sampling": _sampling(recipe),
+        "group_size": recipe.group_size, "steps": recipe.steps,
+        "sampling": {**_sampling(recipe), "seed": stream_seed(recipe.seed, "train_sampling")},
         "grpo": {"learning_rate": recipe.learning_rate, "bf16_autocast": recipe.bf16_autocast,
-                 "seed": recipe.seed,
+                 "seed": stream_seed(recipe.seed, "learner"),
                  **({} if recipe.max_policy_lag is None else {"max_policy_lag": recipe.max_policy_lag}),
                  **recipe.grpo},
     }  # fmt: skip
@@ -273,7 +280,7 @@ def train(suite: Any, settings: Settings, recipe: Recipe, progress: Progress) ->
 
     train_split = recipe.splits[0]
     task_ids = [t.instance_id for t in load_dataset(DATASET, train_split)]
-    random.Random(recipe.seed).shuffle(task_ids)
+    random.Random(stream_seed(recipe.seed, "task_order")).shuffle(task_ids)
     task_ids = task_ids[: recipe.train_tasks]
     run = api(settings, "POST", "/v1/runs", training_run_body(recipe, settings.served_model_name, task_ids))
     while True:
