@@ -1,9 +1,8 @@
 """More function families of the ``swe_micro`` dataset, in the form of ``micro_families.py`` (data only).
 
-``micro_families.py`` adds ``MORE_FAMILIES`` to its families; ``micro.py`` builds and checks their tasks. Every
-family has six or more cases (seven or more asserts, edge cases included) and three or more bugs, each breaking at
-least one assert on an input its issue does not quote. ``MORE_RELATED`` names the families among them (or with an
-older family) that share an idiom, for ``RELATED``: a group stays on one side of the family split.
+``micro.py`` appends ``MORE_FAMILIES`` to ``FAMILIES`` and ``MORE_RELATED`` to ``RELATED``, and builds and checks
+their tasks. Every family has six or more cases (seven or more asserts, edge cases included) and three or more bugs,
+each breaking at least one assert on an input its issue does not quote (``tests/unit/test_micro_families_more.py``).
 """
 
 from __future__ import annotations
@@ -633,7 +632,7 @@ def longest_word(text):
     ),
     _f(
         "rotate_string",
-        "rotation",
+        "string_rotation",
         "rotate_string",
         '''
 def rotate_string(text, k):
@@ -1080,7 +1079,260 @@ def strip_punctuation(word):
             ),
         ],
     ),
+    _f(
+        "sum_of_squares",
+        "square_sums",
+        "sum_of_squares",
+        '''
+def sum_of_squares(numbers):
+    """Sum of the squares of the numbers (0 for an empty list)."""
+    total = 0
+    for n in numbers:
+        total += n * n
+    return total
+''',
+        [
+            Case("empty", "assert sum_of_squares([]) == 0"),
+            Case("single", "assert sum_of_squares([3]) == 9"),
+            Case("three", "assert sum_of_squares([1, 2, 3]) == 14"),
+            Case("negatives", "assert sum_of_squares([-2, 3]) == 13\n    assert sum_of_squares([-1]) == 1"),
+            Case("zeros", "assert sum_of_squares([0, 0]) == 0"),
+            Case("fraction", "assert sum_of_squares([0.5]) == 0.25"),
+            Case("twos", "assert sum_of_squares([2, 2]) == 8"),
+        ],
+        [
+            Bug(
+                "n * n",
+                "n * 2",
+                "sum_of_squares doubles instead of squaring\n\n`sum_of_squares([1, 2, 3])` returns 12 but should "
+                "return 14 (1 + 4 + 9).",
+            ),
+            Bug(
+                "total += n * n",
+                "total = n * n",
+                "sum_of_squares keeps only the last square\n\n`sum_of_squares([1, 2, 3])` returns 9 but should "
+                "return 14 (1 + 4 + 9).",
+            ),
+            Bug(
+                "total = 0",
+                "total = 1",
+                "sum_of_squares is one too large\n\n`sum_of_squares([1, 2])` returns 6 but should return 5.",
+            ),
+            Bug(
+                "total += n * n",
+                "total += n * n if n > 0 else 0",
+                "sum_of_squares ignores negative numbers\n\n`sum_of_squares([-3, 1])` returns 1 but should return "
+                "10: a negative number has a positive square.",
+            ),
+        ],
+    ),
+    _f(
+        "nth_root_int",
+        "int_roots",
+        "nth_root_int",
+        '''
+def nth_root_int(x, n):
+    """The largest integer r >= 0 with r ** n <= x, for x >= 0 and n >= 1."""
+    r = 0
+    while (r + 1) ** n <= x:
+        r += 1
+    return r
+''',
+        [
+            Case("zero", "assert nth_root_int(0, 2) == 0"),
+            Case("one", "assert nth_root_int(1, 3) == 1"),
+            Case("exact_cube", "assert nth_root_int(8, 3) == 2\n    assert nth_root_int(27, 3) == 3"),
+            Case("below_cube", "assert nth_root_int(26, 3) == 2"),
+            Case("square_root", "assert nth_root_int(99, 2) == 9"),
+            Case("exact_square", "assert nth_root_int(100, 2) == 10"),
+            Case("first_root", "assert nth_root_int(5, 1) == 5"),
+            Case("sixth_root", "assert nth_root_int(1000000, 6) == 10"),
+        ],
+        [
+            Bug(
+                "(r + 1) ** n <= x",
+                "(r + 1) ** n < x",
+                "nth_root_int is one too small for exact powers\n\n`nth_root_int(16, 2)` returns 3 but should "
+                "return 4: 4 ** 2 is exactly 16.",
+            ),
+            Bug(
+                "(r + 1) ** n <= x",
+                "r ** n <= x",
+                "nth_root_int is one too large\n\n`nth_root_int(10, 2)` returns 4 but should return 3: 4 ** 2 is "
+                "more than 10.",
+            ),
+            Bug(
+                "(r + 1) ** n",
+                "(r + 1) * n",
+                "nth_root_int multiplies instead of taking powers\n\n`nth_root_int(64, 3)` returns 21 but should "
+                "return 4.",
+            ),
+        ],
+    ),
+    _f(
+        "alternate_case",
+        "zigzag_case",
+        "alternate_case",
+        '''
+def alternate_case(text):
+    """Letters alternately upper- and lowercase, starting with uppercase; other characters are kept and skipped."""
+    result = ""
+    upper = True
+    for ch in text:
+        if ch.isalpha():
+            result += ch.upper() if upper else ch.lower()
+            upper = not upper
+        else:
+            result += ch
+    return result
+''',
+        [
+            Case("empty", 'assert alternate_case("") == ""'),
+            Case("lower", 'assert alternate_case("abcd") == "AbCd"'),
+            Case("upper", 'assert alternate_case("ABCD") == "AbCd"'),
+            Case("spaces_skipped", 'assert alternate_case("a b c") == "A b C"'),
+            Case("single", 'assert alternate_case("x") == "X"'),
+            Case(
+                "digits_skipped",
+                'assert alternate_case("hi 2 you") == "Hi 2 YoU"\n    assert alternate_case("123") == "123"',
+            ),
+            Case("odd_length", 'assert alternate_case("hello") == "HeLlO"'),
+        ],
+        [
+            Bug(
+                "upper = True",
+                "upper = False",
+                'alternate_case starts with lowercase\n\n`alternate_case("abcd")` returns "aBcD" but should return '
+                '"AbCd": the first letter is uppercase.',
+            ),
+            Bug(
+                "            upper = not upper\n        else:\n            result += ch\n",
+                "        else:\n            result += ch\n        upper = not upper\n",
+                'alternate_case lets spaces take a turn\n\n`alternate_case("a b")` returns "A B" but should return '
+                '"A b": only letters alternate, other characters are skipped.',
+            ),
+            Bug(
+                "ch.upper() if upper else ch.lower()",
+                "ch.upper() if upper else ch",
+                'alternate_case leaves capitals in place\n\n`alternate_case("HELLO")` returns "HELLO" but should '
+                'return "HeLlO".',
+            ),
+            Bug(
+                "        else:\n            result += ch\n",
+                "",
+                'alternate_case drops spaces and digits\n\n`alternate_case("a 1")` returns "A" but should return '
+                '"A 1": characters that are not letters are kept.',
+            ),
+        ],
+    ),
+    _f(
+        "is_power_of_two",
+        "twos",
+        "is_power_of_two",
+        '''
+def is_power_of_two(n):
+    """True if n is 2 ** k for some integer k >= 0 (1, 2, 4, 8, ...)."""
+    power = 1
+    while power < n:
+        power *= 2
+    return power == n
+''',
+        [
+            Case("one", "assert is_power_of_two(1) is True"),
+            Case("two", "assert is_power_of_two(2) is True"),
+            Case("eight", "assert is_power_of_two(8) is True\n    assert is_power_of_two(1024) is True"),
+            Case("zero", "assert is_power_of_two(0) is False"),
+            Case("negative", "assert is_power_of_two(-4) is False"),
+            Case("six", "assert is_power_of_two(6) is False"),
+            Case("three", "assert is_power_of_two(3) is False"),
+            Case("twelve", "assert is_power_of_two(12) is False"),
+        ],
+        [
+            Bug(
+                "while power < n:",
+                "while power <= n:",
+                "is_power_of_two rejects powers of two\n\n`is_power_of_two(16)` returns False but should return True.",
+            ),
+            Bug(
+                "power *= 2",
+                "power += 2",
+                "is_power_of_two accepts odd numbers\n\n`is_power_of_two(5)` returns True but should return False, "
+                "and powers of two such as 4 are rejected.",
+            ),
+            Bug(
+                "return power == n",
+                "return power >= n",
+                "is_power_of_two accepts every number\n\n`is_power_of_two(10)` returns True but should return False: "
+                "only 1, 2, 4, 8, ... are powers of two.",
+            ),
+        ],
+    ),
+    _f(
+        "merge_sorted",
+        "merging",
+        "merge_sorted",
+        '''
+def merge_sorted(a, b):
+    """One sorted list of the items of the sorted lists a and b."""
+    result = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        if a[i] <= b[j]:
+            result.append(a[i])
+            i += 1
+        else:
+            result.append(b[j])
+            j += 1
+    return result + a[i:] + b[j:]
+''',
+        [
+            Case("interleaved", "assert merge_sorted([1, 3, 5], [2, 4, 6]) == [1, 2, 3, 4, 5, 6]"),
+            Case("both_empty", "assert merge_sorted([], []) == []"),
+            Case(
+                "one_empty",
+                "assert merge_sorted([1, 2], []) == [1, 2]\n    assert merge_sorted([], [3]) == [3]",
+            ),
+            Case("duplicates", "assert merge_sorted([1, 1], [1]) == [1, 1, 1]"),
+            Case("second_first", "assert merge_sorted([5], [1, 2, 3]) == [1, 2, 3, 5]"),
+            Case("negatives", "assert merge_sorted([-3, 0], [-1]) == [-3, -1, 0]"),
+            Case("already_ordered", "assert merge_sorted([1, 2], [3, 4]) == [1, 2, 3, 4]"),
+        ],
+        [
+            Bug(
+                "result + a[i:] + b[j:]",
+                "result + a[i:]",
+                "merge_sorted drops the end of the second list\n\n`merge_sorted([1], [2, 3])` returns [1] but should "
+                "return [1, 2, 3].",
+            ),
+            Bug(
+                "return result + a[i:] + b[j:]",
+                "return result",
+                "merge_sorted loses the last items\n\n`merge_sorted([1, 4], [2, 3])` returns [1, 2, 3] but should "
+                "return [1, 2, 3, 4]: items left in either list after the other runs out belong at the end.",
+            ),
+            Bug(
+                "if a[i] <= b[j]:",
+                "if a[i] >= b[j]:",
+                "merge_sorted returns an unsorted list\n\n`merge_sorted([1, 3], [2, 4])` returns [2, 4, 1, 3] but "
+                "should return [1, 2, 3, 4].",
+            ),
+            Bug(
+                "while i < len(a) and j < len(b):",
+                "while i < len(a) or j < len(b):",
+                "merge_sorted crashes when one list runs out\n\n`merge_sorted([1], [2, 3])` raises IndexError but "
+                "should return [1, 2, 3].",
+            ),
+        ],
+    ),
 )
 
-MORE_RELATED: dict[str, str] = {}
-"""Family name -> its group, for ``micro_families.RELATED`` (families of this file sharing an idiom)."""
+# Families sharing an idiom with another family, here or in ``micro_families.py`` (the same loop with the comparison
+# turned round, the inverse conversion, the same slicing or counting pattern): family name -> a related family,
+# merged into ``RELATED`` so that a group stays on one side of the family split.
+MORE_RELATED: dict[str, str] = {
+    "word_lengths": "count_words", "count_upper": "count_vowels", "snake_to_camel": "capitalize",
+    "camel_to_snake": "snake_to_camel", "int_to_binary": "binary_to_int", "is_perfect_square": "nth_root_int",
+    "triangular_number": "sum_range", "mean_of_positives": "average", "longest_word": "max_value",
+    "rotate_string": "rotate_left", "count_divisible": "sum_evens", "count_negative": "count_positive",
+    "digital_root": "digit_sum", "sum_of_squares": "square_all", "interleave": "merge_sorted",
+}  # fmt: skip
