@@ -13,6 +13,15 @@ and its load; ``--json`` prints one object. Every recipe field can be overridden
 and its evals sample its own versions), reported side by side with the ratio lag 1 / lag 0 of the wall time per
 step. ``HARNESSRL_PIN_CPUS=true`` runs both with inference and the learner on separate cores
 (docs/perf.md#sampling-ahead-of-the-learner).
+
+Every run reports the paired change: version 0 and the last version are evaluated with the same eval seed (derived
+from the run seed), so their samples pair up (``paired``: Δ pass@1, per-task cluster bootstrap interval, McNemar;
+``shared/paired_stats.py``). ``--seeds 0,1,2`` runs the recipe once per seed, each in a suite of its own, and
+reports per seed and pooled (``services/cli/learning_seeds.py``): Δ with its paired interval and McNemar per seed,
+the pooled interval, the mean ± sd of Δ across seeds, each seed's training reward last 3 − first 3, the reward
+curves per seed and their mean (PNG, TensorBoard, ``--json``) and the wall time per seed and in total. Seeds can
+run one per invocation (``--seeds 1 --json > s1.json``) and be pooled afterwards without running anything:
+``--pool s0.json s1.json s2.json``.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from typing import Any
 
 import click
 
+from services.cli.learning_seeds import paired_figures, plot_seeds, report, report_table, write_tensorboard
 from services.cli.step_figures import StepFigures, step_figures
 from shared.machine import describe_machine
 
@@ -60,8 +70,9 @@ def _timing_rows(figures: StepFigures | None) -> list[str]:
 
 
 def table(
-    result: Any, machine_start: str, machine_end: str, png: Path, figures: StepFigures | None = None
-) -> str:
+    result: Any, machine_start: str, machine_end: str, png: Path, figures: StepFigures | None = None,
+    paired: dict[str, Any] | None = None,
+) -> str:  # fmt: skip
     b, a = result.eval_before, result.eval_after
     lines = [
         f"learning bench — start: {machine_start}; end: {machine_end}",
@@ -74,7 +85,7 @@ def table(
         f"{b.interval[1]:.1%}); versions sampled {b.policy_versions} |",
         f"| eval pass@1, last version ({a.samples} samples) | {a.pass_at_1:.1%} (95% CI {a.interval[0]:.1%}–"
         f"{a.interval[1]:.1%}); versions sampled {a.policy_versions} |",
-        f"| eval change | {100 * (a.pass_at_1 - b.pass_at_1):+.1f} points |",
+        f"| eval change | {100 * (a.pass_at_1 - b.pass_at_1):+.1f} points{_paired_cell(paired)} |",
         "| answers cut by max_tokens | training, per step: "
         + " ".join(f"{c:.0%}" for c in result.cut_per_step)
         + f"; eval {b.cut}/{b.samples} → {a.cut}/{a.samples} |",
@@ -93,6 +104,17 @@ def table(
     lines += _timing_rows(figures)
     lines.append(f"| PNG | {png} |")
     return "\n".join(lines)
+
+
+def _paired_cell(paired: dict[str, Any] | None) -> str:
+    if paired is None:
+        return ""
+    lo, hi = paired["interval_95"]
+    noise = "; within noise: the interval includes 0" if paired["within_noise"] else ""
+    return (
+        f" (paired: Δ {100 * paired['delta']:+.1f}, 95% CI {100 * lo:+.1f} to {100 * hi:+.1f} by per-task "
+        f"cluster bootstrap; McNemar p {paired['mcnemar_p']:.3g}{noise})"
+    )
 
 
 def compute_dtypes(steps: list[dict[str, Any]]) -> list[str]:
@@ -173,6 +195,15 @@ def comparison_table(arms: dict[int, dict[str, Any]], verdict: dict[str, Any]) -
 @click.option("--train-tasks", type=int, help="Distinct train tasks cycled through.")
 @click.option("--seed", type=int)
 @click.option(
+    "--seeds", "seeds_list", metavar="S1,S2,...",
+    help="Run the recipe once per seed (each in a fresh suite) and report per seed and pooled.",
+)  # fmt: skip
+@click.option(
+    "--pool", is_flag=True,
+    help="Pool the JSON outputs (FILES) of earlier --seeds/--json invocations; runs nothing.",
+)  # fmt: skip
+@click.argument("pool_files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
     "--bf16-autocast",
     type=click.Choice(["auto", "true", "false"]),
     callback=lambda _ctx, _param, value: {"true": True, "false": False}.get(value, value),
@@ -212,9 +243,13 @@ def bench_learning(
     quiet: bool,
     compare_lags: bool,
     grpo_pairs: tuple[str, ...],
+    seeds_list: str | None,
+    pool: bool,
+    pool_files: tuple[Path, ...],
     **overrides: Any,
 ) -> None:
-    """Eval version 0, train, eval the last version on SmolLM2-135M-Instruct; figures and a PNG."""
+    """Eval version 0, train, eval the last version on SmolLM2-135M-Instruct; figures and a PNG.
+    FILES: with --pool, the JSON outputs to pool."""
     from pydantic import ValidationError
 
     from services.cli.learning import RECIPE, suite_settings
@@ -222,6 +257,10 @@ def bench_learning(
     from shared.run_config import GRPOConfig
     from shared.settings import get_settings
 
+    seeds = _seeds(seeds_list, pool, pool_files, compare_lags, overrides)
+    if pool:
+        emit_report(get_settings(), read_pooled(pool_files), out, as_json)
+        return
     if compare_lags and overrides["max_policy_lag"] is not None:
         raise click.UsageError("--compare-lags trains at max_policy_lag 0 and 1; leave out --max-policy-lag")
     grpo = _key_values(grpo_pairs, "--grpo")
@@ -239,6 +278,14 @@ def bench_learning(
         RECIPE, grpo=grpo, **{k: v for k, v in overrides.items() if v is not None and k in known}
     )
     settings = suite_settings(get_settings(), recipe)
+    if seeds:
+        records = []
+        for seed in seeds:
+            png = None if out is None else out.with_name(f"{out.stem}-seed{seed}{out.suffix}")
+            records.append(arm(settings, replace(recipe, seed=seed), png, quiet))
+            records[-1].pop("table")
+        emit_report(settings, records, out, as_json)
+        return
     if not compare_lags:
         figures = arm(settings, recipe, out, quiet)
         one_table = figures.pop("table")
@@ -281,9 +328,12 @@ def arm(settings: Any, recipe: Any, out: Path | None, quiet: bool) -> dict[str, 
         result = run_learning(suite, suite.settings, recipe, progress_for)
         png = plot(result, out or suite.settings.data_dir / "bench" / f"learning-{result.train_run}.png")
         rows = training_rows(suite.settings, result.train_run)
+        paired = paired_figures(suite.settings, result.eval_before.run_id, result.eval_after.run_id)
     timing = step_figures(rows)
     split = cpu_split(settings)
     figures = result.as_dict() | {
+        "seed": recipe.seed,
+        "paired": paired,
         "timing": None if timing is None else timing.as_dict(),
         "groups_stale": sum(r["groups_stale"] for r in rows),
         "pinned_cpus": None
@@ -295,5 +345,75 @@ def arm(settings: Any, recipe: Any, out: Path | None, quiet: bool) -> dict[str, 
         "total_wall_s": time.monotonic() - started,
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
     }
-    figures["table"] = table(result, machine_start, figures["machine_end"], png, timing)
+    figures["table"] = table(result, machine_start, figures["machine_end"], png, timing, paired)
     return figures
+
+
+def _seeds(
+    seeds_list: str | None,
+    pool: bool,
+    pool_files: tuple[Path, ...],
+    compare_lags: bool,
+    overrides: dict[str, Any],
+) -> list[int]:
+    """The seeds ``--seeds`` names, after refusing the combinations that make no sense (exit 2)."""
+    if pool_files and not pool:
+        raise click.UsageError("FILES are the JSON outputs to pool: add --pool")
+    if pool:
+        ran = [name for name, given in (("--seeds", seeds_list), ("--compare-lags", compare_lags)) if given]
+        ran += [f"--{k.replace('_', '-')}" for k, v in overrides.items() if v is not None]
+        if ran or not pool_files:
+            raise click.UsageError(
+                f"--pool runs nothing: drop {', '.join(ran)}"
+                if ran
+                else "--pool: name the JSON files to pool"
+            )
+        return []
+    if seeds_list is None:
+        return []
+    try:
+        seeds = [int(part) for part in seeds_list.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"expected seeds like 0,1,2, got {seeds_list!r}", param_hint="--seeds"
+        ) from None
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise click.BadParameter(
+            f"expected distinct seeds >= 0 like 0,1,2, got {seeds_list!r}", param_hint="--seeds"
+        )
+    if overrides.get("seed") is not None or compare_lags:
+        raise click.UsageError("--seeds runs one recipe per seed: leave out --seed and --compare-lags")
+    return seeds
+
+
+def read_pooled(files: tuple[Path, ...]) -> list[dict[str, Any]]:
+    """The seed records of earlier ``--json`` outputs (a ``--seeds`` report, or a one-run object); exit 2 on a
+    file that is not one, or on a seed that two files both hold."""
+    records: list[dict[str, Any]] = []
+    for path in files:
+        try:
+            document = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise click.BadParameter(f"{path}: not JSON ({exc})", param_hint="--pool") from None
+        found = document.get("seeds", [document]) if isinstance(document, dict) else []
+        if not found or not all(isinstance(r, dict) and "paired" in r and "seed" in r for r in found):
+            raise click.BadParameter(
+                f"{path}: not the --json output of harnessrl bench learning (no seed with paired figures)",
+                param_hint="--pool",
+            )
+        records += found
+    seen = [r["seed"] for r in records]
+    twice = sorted({s for s in seen if seen.count(s) > 1})
+    if twice:
+        raise click.BadParameter(f"seed {twice[0]} is in more than one file", param_hint="--pool")
+    return records
+
+
+def emit_report(settings: Any, records: list[dict[str, Any]], out: Path | None, as_json: bool) -> None:
+    """The pooled report of the seeds' records: PNG, TensorBoard folder, and the table or one JSON object."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    figures = report(records)
+    png = plot_seeds(figures, out or settings.data_dir / "bench" / f"learning-seeds-{stamp}.png")
+    figures["png"] = str(png)
+    figures["tensorboard"] = str(write_tensorboard(settings, figures, f"bench-learning-seeds-{stamp}"))
+    click.echo(json.dumps(figures, default=str) if as_json else report_table(figures))

@@ -1,0 +1,117 @@
+"""``harnessrl bench learning --seeds`` / ``--pool``: the per-seed records pool into one report (paired Δ per seed
+and pooled, mean ± sd across seeds, reward rise, curves per seed and their mean, wall time), written as one JSON
+object, a PNG and a TensorBoard folder; bad combinations and files are usage errors before anything runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from services.cli.bench_learning import bench_learning
+from services.cli.learning_seeds import PAIRS_KEY, report, report_table
+from shared.paired_stats import Pair, compare, compare_pooled
+from shared.tensorboard import read_scalars
+
+pytestmark = pytest.mark.unit
+
+FF, FT, TF, TT = (False, False), (False, True), (True, False), (True, True)
+
+
+def record(seed: int, pairs: dict[str, list[Pair]], rewards: list[float], wall_s: float) -> dict[str, Any]:
+    """A seed's record as ``bench_learning.arm`` writes it (the fields the report reads)."""
+    return {
+        "seed": seed, "train_run": f"run_{seed}", "reward_per_step": rewards, "total_wall_s": wall_s,
+        "reward_rise_last3_vs_first3": sum(rewards[-3:]) / 3 - sum(rewards[:3]) / 3,
+        "paired": {PAIRS_KEY: {t: [list(p) for p in ps] for t, ps in pairs.items()}, **compare(pairs).as_dict()},
+    }  # fmt: skip
+
+
+SEED_PAIRS = {
+    0: {f"t{i}": [FT, FF, TT] for i in range(6)},  # +1 of 3 on every task
+    1: {f"t{i}": [FT, FT, FF] if i < 3 else [TF, FF, FF] for i in range(6)},  # +6 -3 over 18
+    2: {f"t{i}": [FF, FF, FF] for i in range(6)},  # no change
+}
+REWARDS = {
+    0: [0.1, 0.2, 0.1, 0.3, 0.4, 0.5],
+    1: [0.2, 0.2, 0.2, 0.3, 0.3, 0.4, 0.9],
+    2: [0.0, 0.1, 0.0, 0.1, 0.0, 0.1],
+}
+
+
+def records() -> list[dict[str, Any]]:
+    return [record(s, SEED_PAIRS[s], REWARDS[s], 60.0 * (s + 1)) for s in (2, 0, 1)]
+
+
+def test_the_report_pools_per_task_and_spreads_across_seeds() -> None:
+    figures = report(records())
+    assert [s["seed"] for s in figures["per_seed"]] == [0, 1, 2]
+    assert [s["delta"] for s in figures["per_seed"]] == [pytest.approx(1 / 3), pytest.approx(3 / 18), 0.0]
+    pooled = compare_pooled([SEED_PAIRS[s] for s in (0, 1, 2)])
+    assert figures["pooled"]["delta"] == pytest.approx((6 + 3 + 0) / 54) == pooled.delta
+    assert figures["pooled"]["interval_95"] == list(pooled.interval_95)
+    assert figures["pooled"]["tasks"] == 6 and figures["pooled"]["pairs"] == 54
+    spread = figures["across_seeds"]
+    assert spread["seeds"] == 3 and spread["delta_mean"] == pytest.approx((1 / 3 + 1 / 6) / 3)
+    assert spread["delta_sd"] == pytest.approx(0.16666666, abs=1e-6)  # sd of 1/3, 1/6, 0
+    assert figures["per_seed"][0]["reward_rise_last3_vs_first3"] == pytest.approx(0.4 - 0.4 / 3)
+    assert figures["curves"]["reward_per_step"]["1"] == REWARDS[1]
+    # the mean over seeds by step, over the 6 steps every seed has
+    assert figures["curves"]["reward_per_step_mean"] == pytest.approx(
+        [sum(REWARDS[s][i] for s in (0, 1, 2)) / 3 for i in range(6)]
+    )
+    assert figures["wall_s"] == {"per_seed": {"0": 60.0, "1": 120.0, "2": 180.0}, "total": 360.0}
+    text = report_table(figures)
+    assert "| 2 | 0.0% → 0.0% | +0.0 | +0.0 to +0.0 (within noise) |" in text
+    assert "Δ across seeds: mean +16.7 ± sd 16.7 points" in text
+    assert "wall time: 6.0 min in total" in text
+
+
+def _invoke(args: list[str], data_dir: Path) -> Any:
+    return CliRunner().invoke(bench_learning, args, env={"HARNESSRL_DATA_DIR": str(data_dir)})
+
+
+def test_pool_reads_earlier_outputs_and_writes_json_png_and_tensorboard(tmp_path: Path) -> None:
+    one, two = records()[:1], records()[1:]
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps(report(one)))  # a --seeds 2 --json output
+    second.write_text(json.dumps(report(two)["seeds"][0] | {}))  # a one-run --json object (seed 0)
+    third = tmp_path / "c.json"
+    third.write_text(json.dumps(report(two[1:])))  # seed 1
+    out = tmp_path / "pooled.png"
+    result = _invoke(["--pool", str(first), str(second), str(third), "--json", "--out", str(out)], tmp_path)
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.output)  # one JSON object
+    assert figures["pooled"] == report(records())["pooled"]
+    assert figures["png"] == str(out) and out.stat().st_size > 0
+    scalars = read_scalars(Path(figures["tensorboard"]))
+    assert [v for _, v in scalars["train/reward_seed_1"]] == pytest.approx(REWARDS[1])
+    assert len(scalars["train/reward_mean_of_seeds"]) == 6
+    assert [step for step, _ in scalars["eval/pass_at_1_seed_1"]] == [0, 7]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--seeds", "0,x"], "expected seeds like 0,1,2"),
+        (["--seeds", "1,1"], "distinct seeds"),
+        (["--seeds", "0,1", "--seed", "3"], "leave out --seed"),
+        (["--pool"], "name the JSON files to pool"),
+        (["--pool", "--seeds", "0", "FILE"], "--pool runs nothing: drop --seeds"),
+        (["--pool", "--steps", "3", "FILE"], "drop --steps"),
+        (["FILE"], "add --pool"),
+        (["--pool", "BAD"], "not the --json output"),
+        (["--pool", "FILE", "FILE"], "seed 0 is in more than one file"),
+    ],
+)
+def test_bad_seed_and_pool_arguments_are_usage_errors(tmp_path: Path, args: list[str], says: str) -> None:
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps(report(records()[1:2])))
+    bad.write_text(json.dumps({"arms": {}}))
+    args = [{"FILE": str(good), "BAD": str(bad)}.get(a, a) for a in args]
+    result = _invoke(args, tmp_path)
+    assert result.exit_code == 2 and says in result.output, result.output
+    assert not (tmp_path / "tensorboard").exists()
