@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Install the two agents of the README's shell-harness recipes, each where a user would put it, outside any
-# harnessrl prefix, so the `shell` harness has to mount them (tests/e2e/test_shell_recipes.py):
+# Install the two agents of the shell-harness recipes (docs/harnesses.md#shell-harness-any-installed-agent),
+# each where a user would put it, outside any harnessrl prefix, so the `shell` harness has to mount them (tests/e2e/test_shell_recipes.py):
 #   - a Node CLI installed with npm into its own prefix: Qwen Code in $RECIPES/qwen-code;
 #   - a Python agent in its own virtual environment: mini-swe-agent in $RECIPES/mini-swe-agent.
 # Idempotent (each is skipped when present at its version).
