@@ -18,7 +18,7 @@ Tied embeddings on CPU: the layerwise reload re-processes only layers that recei
 ``repack_tied_lm_head`` rebuilds it after every reload.
 
 On GPUs the same choreography runs with vLLM's ``nccl`` backend instead (the learner broadcasts tensors to
-the workers over NCCL after ``/init_weight_transfer_engine``; see ``README.md`` here); this
+the workers over NCCL after ``/init_weight_transfer_engine``; see docs/design.md#weight-updates); this
 file-based backend also works there, since it only uses device-agnostic loading.
 """
 
