@@ -1,5 +1,5 @@
-"""The README's two ``shell`` recipes (issue 16), each an agent installed where a user would put it
-(``scripts/install-recipe-agents.sh``), run by the runner in the sandbox through the real gateway, driven by the
+"""The two ``shell`` recipes of docs/harnesses.md#shell-harness-any-installed-agent (issue 16), each an
+agent installed where a user would put it (``scripts/install-recipe-agents.sh``), run by the runner in the sandbox through the real gateway, driven by the
 scripted policy: a Node CLI installed with npm into its own prefix (Qwen Code) and a Python agent in its own
 virtual environment (mini-swe-agent). Each mounts its install read-only, gets its config files from a home
 template and the gateway's URL and key through placeholders, writes the file, and its calls form ONE chain whose
