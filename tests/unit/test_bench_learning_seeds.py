@@ -115,3 +115,17 @@ def test_bad_seed_and_pool_arguments_are_usage_errors(tmp_path: Path, args: list
     result = _invoke(args, tmp_path)
     assert result.exit_code == 2 and says in result.output, result.output
     assert not (tmp_path / "tensorboard").exists()
+
+
+def test_the_demo_says_what_the_split_is_and_when_its_figure_is_within_noise() -> None:
+    from services.cli.demo import paired_lines, split_line
+
+    assert split_line("families", 60).startswith(
+        "held-out functions: the 60 eval tasks are bugs in functions never"
+    )
+    assert "seen functions" in split_line("bugs", 16)
+    noisy = paired_lines(compare({"a": [FT], "b": [FF], "c": [TT]}).as_dict())
+    assert "Δ pass@1 [bold]+33.3[/] points (95% CI +0.0 to +100.0" in noisy[0]
+    assert len(noisy) == 2 and noisy[1].startswith("[yellow]within noise:[/] the interval includes 0")
+    clear = paired_lines(compare({f"t{i}": [FT, FT] for i in range(8)}).as_dict())
+    assert len(clear) == 1 and "(95% CI +100.0 to +100.0" in clear[0]
