@@ -7,7 +7,7 @@ the Makefile, the README and ``docs/``:
 
 - every ``<path>.md#<anchor>`` citation names an existing file and one of its headings;
 - every other repository path under ``docs/`` that is mentioned names an existing file;
-- a ``README "Heading"`` citation names a heading of the README;
+- a ``README "Heading"`` or ``docs/<file>.md "Heading"`` citation names a heading of that file;
 - no citation of a document outside the repository is left: the section-sign forms of the original design
   notes and ``reference/*.md`` paths;
 - every relative Markdown link of the README and ``docs/`` resolves to a file (and its anchor to a heading).
@@ -30,6 +30,7 @@ README_MAX_LINES = 250
 CITATION = re.compile(r"(?<![\w/.-])((?:docs/[\w./-]+|README)\.md)#([\w-]+)")
 DOCS_PATH = re.compile(r"(?<![\w/.-])(docs/[\w./-]+\.(?:md|png|jsonl|json))(?![\w#])")
 README_QUOTE = re.compile(r"README(?:\.md)?,? \"([^\"]+)\"")
+DOCS_QUOTE = re.compile(r"(docs/[\w./-]+\.md)`*,? \"([^\"]+)\"")
 OUTSIDE = (
     (re.compile(r"§\s*\d"), "a section-sign citation of a document outside the repository"),
     (re.compile(r"\bDESIGN(?:\.md)?\b"), "a citation of the design notes outside the repository"),
@@ -99,6 +100,10 @@ def cited_problems(path: Path, text: str) -> Iterator[str]:
         for target in DOCS_PATH.findall(line):
             if not (REPO / target).is_file():
                 yield f"{where}:{number}: {target}: no such file"
+        for target, heading in DOCS_QUOTE.findall(line):
+            file = REPO / target
+            if file.is_file() and github_anchor(heading) not in anchors(file):
+                yield f'{where}:{number}: {target} "{heading}": no such heading in {target}'
         for heading in README_QUOTE.findall(line):
             if github_anchor(heading) not in anchors(REPO / "README.md"):
                 yield f'{where}:{number}: README "{heading}": no such heading in README.md'
@@ -168,6 +173,7 @@ def test_the_checker_finds_broken_citations() -> None:
         "see docs/no-such-file.md#token-faithful-splice",
         "see docs/no-such-file.md",
         'see README "No such heading"',
+        'see docs/design.md "No such heading"',
         "see " + "DESIGN " + "\N{SECTION SIGN}2",
         "see " + "reference/" + "infra.md",
     ]
