@@ -191,6 +191,22 @@ class Settings(BaseSettings):
         "it), so that sampling running ahead of the learner (`grpo.max_policy_lag` > 0) overlaps on separate cores "
         "instead of time-slicing; the other services stay unpinned. Needs at least 2 CPUs.",
     )
+    max_learners: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="Learner processes the learner controller (`harnessrl serve learners`, the compose "
+        "`learners` service, `harnessrl up`) runs side by side, one per training run; runs beyond it wait, oldest "
+        "first. Each learner holds a copy of the policy and its optimizer in memory (or on the GPUs it is given).",
+    )
+    learner_max_failures: int = Field(
+        5,
+        ge=1,
+        le=100,
+        description="Times in a row a run's learner may die (each restart waits longer: 2, 4, 8 ... up to 60 s) "
+        "before the controller marks the run failed with the learner's last words as its error. A learner that "
+        "ran for 5 minutes starts the count again.",
+    )
     pool_exclusive: bool = Field(
         True,
         description="One run at a time holds the inference pool: a run is created queued, and starts (oldest "

@@ -210,7 +210,7 @@ def evaluate(
         body["run_id"] = run_id
     created = api(settings, "POST", "/v1/evals", body)
     while True:
-        suite.tick(start_learners=False)
+        suite.tick()
         detail = api(settings, "GET", f"/v1/evals/{created['id']}")
         progress(detail["rollouts_done"], max(detail["rollouts_total"], 1))
         if detail["status"] in FINISHED:

@@ -28,6 +28,7 @@ SERVE: dict[str, str] = {
     "api": "services.api.serve:serve_api",
     "gateway": "services.gateway.serve:serve_gateway",
     "learner": "services.learner.cli:learner",
+    "learners": "services.learner.controller:serve_learners",
     "inference": "services.inference.serve:serve_inference",
 }
 BENCH: dict[str, str] = {

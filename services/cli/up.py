@@ -2,12 +2,13 @@
 
 Order: Postgres and Redis (the configured ones, or embedded ones when none is reachable) → migrations → the
 tiny model if no model is configured → inference (vLLM + weight updater) → gateway → api (with the step
-scheduler) → runner and grader workers → one learner per running training run (started as runs appear; evals
-have none). With ``Settings.pin_cpus`` inference and the learners run on separate halves of the CPUs
-(``cpu_split``). Every service
+scheduler) → runner and grader workers → the learner controller (``harnessrl serve learners``,
+``services/learner/controller.py``), which keeps one learner running per training run as runs appear, restarts
+one that dies and ends it with its run; evals have none. With ``Settings.pin_cpus`` inference and the learners
+run on separate halves of the CPUs (``cpu_split``). Every service
 is a child process with its own readiness check; their logs are merged with a name prefix into the console and
 ``<data_dir>/logs/up.log``. A service that dies is reported and restarted; work in flight resumes from Postgres
-and the queues (rollout and grading tasks are idempotent, the learner resumes from its checkpoint). Ctrl-C,
+and the queues (rollout and grading tasks are idempotent, a learner resumes from its checkpoint). Ctrl-C,
 SIGTERM or SIGHUP stop everything in reverse order (``stop_on_signals``: SIGINT too when a shell started ``up`` in
 the background, where SIGINT arrives ignored), embedded Postgres and Redis last.
 """
@@ -23,7 +24,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import TYPE_CHECKING
 
 import click
 
@@ -36,9 +36,6 @@ from services.cli.embedded import (
 )
 from services.cli.supervisor import ServiceSpec, Supervisor, http_ready, log_ready
 from shared.settings import Settings, check_api_exposure, get_settings
-
-if TYPE_CHECKING:
-    from sqlalchemy import Engine
 
 EMBEDDED_PG_PORT = 8310
 EMBEDDED_REDIS_PORT = 8311
@@ -101,18 +98,14 @@ def suite_specs(settings: Settings) -> list[ServiceSpec]:
             log_ready("ready."),
             ready_timeout_s=120,
         ),
+        # The learners it starts inherit its CPUs (the affinity is set before exec).
+        ServiceSpec(
+            "learners",
+            _cli("serve", "learners"),
+            log_ready("learner controller ready"),
+            cpus=split[1] if split else None,
+        ),
     ]
-
-
-def learner_spec(run_id: str, cpus: frozenset[int] | None = None) -> ServiceSpec:
-    return ServiceSpec(
-        f"learner-{run_id[-6:]}",
-        _cli("serve", "learner", "--run", run_id),
-        log_ready("learner ready"),
-        ready_timeout_s=180,
-        done_on_success=True,
-        cpus=cpus,
-    )
 
 
 @contextmanager
@@ -166,12 +159,11 @@ def ensure_model(settings: Settings, note) -> None:  # type: ignore[no-untyped-d
 
 
 class Suite:
-    """The running suite: supervisor + learner manager."""
+    """The running suite under its supervisor."""
 
     def __init__(self, settings: Settings, echo: bool = True) -> None:
         self.settings = settings
         self.supervisor = Supervisor(settings.data_dir / "logs" / "up.log", settings_env(settings), echo=echo)
-        self._engine: Engine | None = None
 
     def start(self) -> None:
         if split := cpu_split(self.settings):
@@ -181,34 +173,12 @@ class Suite:
         for spec in suite_specs(self.settings):
             self.supervisor.start(spec)
 
-    def _running_runs(self) -> list[str]:
-        from sqlalchemy import select
-
-        from shared.db import make_engine
-        from shared.models import Run
-
-        if self._engine is None:
-            self._engine = make_engine(self.settings.database_url, pool_size=1)
-        with self._engine.connect() as conn:
-            # Evals have no learner: nothing of them is trained on.
-            query = select(Run.id).where(Run.status.in_(("running", "pending")), Run.kind == "train")
-            return list(conn.execute(query).scalars())
-
-    def tick(self, start_learners: bool = True) -> None:
-        """Restart dead services and (unless told not to) start a learner for every running run that has none."""
+    def tick(self) -> None:
+        """Restart dead services (the learner controller among them starts, restarts and ends the learners)."""
         self.supervisor.poll()
-        if not start_learners:
-            return
-        split = cpu_split(self.settings)
-        for run_id in self._running_runs():
-            spec = learner_spec(run_id, split[1] if split else None)
-            if spec.name not in self.supervisor.running:
-                self.supervisor.start(spec)
 
     def stop(self) -> None:
         self.supervisor.stop_all()
-        if self._engine is not None:
-            self._engine.dispose()
 
 
 class Shutdown(KeyboardInterrupt):

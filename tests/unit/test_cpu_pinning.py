@@ -12,7 +12,7 @@ import click
 import pytest
 
 from services.cli.supervisor import ServiceSpec, Supervisor, log_ready
-from services.cli.up import cpu_split, learner_spec, suite_specs
+from services.cli.up import cpu_split, suite_specs
 from shared.settings import Settings
 
 pytestmark = pytest.mark.unit
@@ -58,8 +58,8 @@ def test_up_splits_the_cpus_between_inference_and_the_learners(monkeypatch: pyte
     assert (inference, learners) == ({0, 1, 2}, {4, 5})
     specs = {spec.name: spec for spec in suite_specs(_settings(pin_cpus=True))}
     assert specs["inference"].cpus == inference
-    assert all(spec.cpus is None for name, spec in specs.items() if name != "inference")
-    assert learner_spec("run_abc", learners).cpus == learners
+    assert specs["learners"].cpus == learners  # the learner controller, whose learners inherit its CPUs
+    assert all(spec.cpus is None for name, spec in specs.items() if name not in ("inference", "learners"))
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {3})
     with pytest.raises(click.ClickException, match="at least 2 CPUs"):
