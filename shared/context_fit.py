@@ -17,8 +17,9 @@ more than a 4k or 8k model holds. Two checks use this module:
 - **During the run**: when the gateway refuses a prompt that does not fit, it records a ``ContextOverflow`` (both
   numbers) for the rollout in Redis; the runner takes it when the attempt ends, and a harness that then failed
   (or made no call) ends with outcome ``harness_error`` and reason ``context`` (``CONTEXT_REASON``; the outcome
-  table is ``shared/statuses.py``), its error and ``rollouts.meta['context']`` carrying both numbers. A run whose
-  step ends that way for every rollout fails, and its error says so (``services/api/scheduler.py``).
+  table is ``shared/statuses.py``), its error and ``RolloutMeta.context`` (``shared/rollout_records.py``)
+  carrying both numbers. A run whose step ends that way for every rollout fails, and its error says so
+  (``services/api/scheduler.py``).
 """
 
 from __future__ import annotations

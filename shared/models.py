@@ -185,6 +185,13 @@ class Rollout(Base):
     # The rollout's sampling seed when its run's ``sampling.seed`` is set (``shared/sampling_seed.py``); each of its
     # calls samples with a seed derived from it and the call's index.
     sampling_seed: Mapped[int | None] = mapped_column(BigInteger)
+    # The queue state (``shared/rollout_records.py: QueueState``): when the scheduler's outbox sent the rollout to
+    # the queue, and for one the runner put back, when it may be sent again and why it waits.
+    enqueued_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    retry_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    waiting_for: Mapped[str | None] = mapped_column(Text)
+    # ``shared/rollout_records.py: RolloutMeta`` (attempt reports, grading, the learner's set-aside reason); read and
+    # written only through that module.
     meta: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False, default=dict)
     created_at: Mapped[datetime] = _now()
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -35,7 +35,7 @@ harness_error          if calls  the harness failed on its own (non-zero exit, a
                                  a refused request of its own making). The model took part, so a rollout with
                                  calls is graded like any other; one with no calls has nothing to grade and ends
                                  ``failed`` (reason ``no_calls``). Reason ``context``: the gateway refused a
-                                 prompt longer than the model's context; the error and ``meta['context']``
+                                 prompt longer than the model's context; the error and ``RolloutMeta.context``
                                  carry both numbers (``shared/context_fit.py``). Reason ``patch_refused``: the
                                  runner refused to diff what the agent left in its workspace (a special file, a
                                  nested repository, files over the patch's limits); its patch is empty

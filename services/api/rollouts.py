@@ -16,6 +16,7 @@ from services.api.errors import NotFound
 from services.api.schemas import CallOut, ChainOut, ObjectLink, Patch, RewardOut, RolloutDetail, TaskRef
 from shared.models import Call, Chain, Group, Reward, Rollout, Task
 from shared.objectstore import ObjectNotFound, ObjectStore
+from shared.rollout_records import RolloutMeta, RolloutMetaError, queue_state, read_meta
 from shared.trajectory import rollout_logs_prefix, rows_by_chain
 
 PATCH_INLINE_BYTES = 256 * 1024
@@ -53,6 +54,14 @@ def _logs(store: ObjectStore, rollout: Rollout) -> list[ObjectLink]:
     return [link for key in keys if (link := _link(store, key)) is not None]
 
 
+def _stored_meta(rollout: Rollout) -> tuple[RolloutMeta | None, str | None]:
+    """The rollout's record, or None and why not: a row that does not validate is shown with its error."""
+    try:
+        return read_meta(rollout), None
+    except RolloutMetaError as exc:
+        return None, str(exc)
+
+
 async def rollout_detail(session: AsyncSession, store: ObjectStore, rollout_id: str) -> RolloutDetail:
     row = (
         await session.execute(
@@ -78,6 +87,7 @@ async def rollout_detail(session: AsyncSession, store: ObjectStore, rollout_id: 
             _link(store, reward.logs_key) if reward else None,
         )
     )
+    meta, meta_error = _stored_meta(rollout)
     return RolloutDetail(
         id=rollout.id,
         run_id=rollout.run_id,
@@ -95,7 +105,9 @@ async def rollout_detail(session: AsyncSession, store: ObjectStore, rollout_id: 
         outcome=rollout.outcome,
         outcome_reason=rollout.outcome_reason,
         error=rollout.error,
-        meta=rollout.meta,
+        meta=meta,
+        meta_error=meta_error,
+        queue=queue_state(rollout),
         created_at=rollout.created_at,
         started_at=rollout.started_at,
         finished_at=rollout.finished_at,

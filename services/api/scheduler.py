@@ -2,8 +2,9 @@
 
 The api process owns both, in one loop (``Scheduler.run``, started by ``create_app`` unless disabled):
 
-1. **Enqueue (outbox).** Rollout rows are committed first, with ``meta.enqueued_at`` unset; ``enqueue_pending``
-   then sends ``RUN_ROLLOUT`` by name for each and stamps ``enqueued_at``. A crash between the commit and the
+1. **Enqueue (outbox).** Rollout rows are committed first, with ``enqueued_at`` unset (the rollout's queue state,
+   ``shared/rollout_records.py: QueueState``); ``enqueue_pending`` then sends ``RUN_ROLLOUT`` by name for each and
+   stamps ``enqueued_at``. A crash between the commit and the
    send leaves the row unstamped, so the next tick sends it; a crash between the send and the stamp sends it
    twice, which is harmless because the runner is idempotent by rollout id (``shared/queues.py``). If Redis is
    down, rows stay unstamped and the loop retries every tick.
@@ -61,7 +62,7 @@ The api process owns both, in one loop (``Scheduler.run``, started by ``create_a
    (or after its last step) creates that eval of the version then served and samples on only once it has ended
    (``evals.due_eval``).
 6. **Retries.** A rollout the runner put back in the queue (an infrastructure failure, or infrastructure that was
-   not ready) carries ``meta.retry_at``; it is sent again once that time has passed.
+   not ready) carries ``retry_at``; it is sent again once that time has passed.
 
 Every transition is a pure function of database rows, so the loop is idempotent and a restarted api resumes
 exactly where the old one stopped.
@@ -74,11 +75,9 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime, cast, func, or_, select, update
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from services.api import evals
@@ -89,6 +88,7 @@ from shared.ids import new_id
 from shared.metrics import ROLLOUTS_ENQUEUED
 from shared.models import Group, Rollout, Run, Task, Weight
 from shared.pool import Served, get_served
+from shared.rollout_records import RolloutMeta, awaiting_send, enqueued_now
 from shared.run_config import EvalTarget, RunConfigError, read_run_config
 from shared.sampling_seed import rollout_seed
 from shared.statuses import (
@@ -155,7 +155,7 @@ async def create_step(session: AsyncSession, run: Run, step: int, policy_version
                     sampling_seed=None
                     if config.sampling.seed is None
                     else rollout_seed(config.sampling.seed, instance_ids[task_id], step, index),
-                    meta={},
+                    meta=RolloutMeta().to_json(),
                 )
             )
     await session.flush()
@@ -323,11 +323,7 @@ async def enqueue_pending(
                 .where(
                     Run.status == RunStatus.RUNNING,
                     Rollout.status == RolloutStatus.QUEUED,
-                    Rollout.meta["enqueued_at"].astext.is_(None),
-                    or_(
-                        Rollout.meta["retry_at"].astext.is_(None),
-                        cast(Rollout.meta["retry_at"].astext, DateTime(timezone=True)) <= func.now(),
-                    ),
+                    awaiting_send(),
                 )
                 .order_by(Rollout.created_at, Rollout.id)
                 .limit(ENQUEUE_BATCH)
@@ -338,19 +334,11 @@ async def enqueue_pending(
             batch = (await session.execute(query)).all()
             for rollout_id, harness in batch:
                 await asyncio.to_thread(send, rollout_id)
-                await session.execute(
-                    update(Rollout)
-                    .where(Rollout.id == rollout_id)
-                    .values(meta=Rollout.meta.op("||")(_enqueued_stamp()))
-                )
+                await session.execute(update(Rollout).where(Rollout.id == rollout_id).values(enqueued_now()))
                 ROLLOUTS_ENQUEUED.labels(harness=harness).inc()
                 sent += 1
         if not batch:
             return sent
-
-
-def _enqueued_stamp() -> Any:
-    return cast({"enqueued_at": datetime.now(UTC).isoformat()}, JSONB)
 
 
 async def start_run(session: AsyncSession, run: Run) -> str:

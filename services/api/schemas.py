@@ -14,7 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shared.harnesses import HarnessConfig
-from shared.run_config import NAME_PATTERN, LimitsConfig, RunConfig, RunSpec, SamplingConfig
+from shared.rollout_records import QueueState, RolloutMeta
+from shared.run_config import NAME_PATTERN, IssueShown, LimitsConfig, RunConfig, RunSpec, SamplingConfig
 from shared.statuses import Outcome, RunKind, RunStatus
 from shared.tasks import Task
 
@@ -95,6 +96,11 @@ class EvalCreate(TaskSource):
     version: int | None = Field(None, ge=0, le=1_000_000)
     model_dir: str | None = Field(None, min_length=1, max_length=4096)
     seed: int | None = Field(None, ge=0, le=2**31 - 1)
+    issue: IssueShown = Field(
+        "shown",
+        description="withheld: every task's problem statement is replaced by one fixed line (a control of how "
+        "much of pass@1 the issue text carries; RunSpec.issue).",
+    )
     """Sampling seed (``sampling.seed``): the same seed samples the same calls again."""
     sampling: SamplingConfig = SamplingConfig()
     limits: LimitsConfig = LimitsConfig()
@@ -374,7 +380,12 @@ class RolloutDetail(BaseModel):
     )
     outcome_reason: str | None = Field(description="Short cause, e.g. limit:wall_clock, gateway_restarted.")
     error: str | None
-    meta: dict[str, Any]
+    meta: RolloutMeta | None = Field(
+        description="The runner's attempt reports, the grader's attempts and the learner's set-aside reason "
+        "(shared/rollout_records.py); null when the stored record does not validate (see meta_error)."
+    )
+    meta_error: str | None = None
+    queue: QueueState
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

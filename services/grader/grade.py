@@ -56,6 +56,7 @@ from shared.metrics import GRADING_SECONDS, GROUPS_COMPLETED, ROLLOUTS
 from shared.models import Reward, Rollout, Run
 from shared.models import Task as TaskRow
 from shared.objectstore import ObjectNotFound, ObjectStore
+from shared.rollout_records import read_meta, record_grading, start_grading
 from shared.run_config import RunConfigError, read_run_config
 from shared.sandbox import HOME_INSIDE, Sandbox, SandboxError
 from shared.scratch import scratch_prefix
@@ -430,7 +431,7 @@ def _record_reward(
             row.outcome = graded_outcome(report.resolved)
             if report.outcome in REFUSED_OUTCOMES:
                 row.outcome_reason = report.outcome
-        row.meta = {**row.meta, "grading_isolation": report.isolation}
+        record_grading(row, isolation=report.isolation)
         return inserted is not None
 
 
@@ -453,7 +454,7 @@ def _record_no_reward(
             return
         row.status = status
         row.outcome, row.outcome_reason, row.error = outcome, reason, error
-        row.meta = {**row.meta, "grading_logs_key": logs}
+        record_grading(row, logs_key=logs)
 
 
 def _record_stopped(db: sessionmaker[Session], rollout: Rollout, reason: str, logs: str) -> None:
@@ -502,8 +503,7 @@ def grade_rollout(
         already = session.scalar(select(Reward.reward).where(Reward.rollout_id == rollout_id))
         gradable = rollout.status in (RolloutStatus.FINISHED, RolloutStatus.GRADING)
         if already is None and gradable:
-            attempts = int(rollout.meta.get("grade_attempts", 0)) + 1
-            rollout.meta = {**rollout.meta, "grade_attempts": attempts}
+            attempts = start_grading(rollout)
             rollout.status = RolloutStatus.GRADING
         task_row = session.get(TaskRow, rollout.task_id)
         assert task_row is not None
@@ -513,7 +513,7 @@ def grade_rollout(
         # The run's choice (RunConfig.reward_fn), unless this rollout names its own.
         config_error = None
         try:
-            reward_fn = str(rollout.meta.get("reward_fn") or read_run_config(run).reward_fn)
+            reward_fn = read_meta(rollout).reward_fn or read_run_config(run).reward_fn
         except RunConfigError as exc:
             reward_fn, config_error = "", str(exc)
         session.expunge(rollout)
@@ -584,8 +584,8 @@ def grade_rollout(
 
 def _refused_by_runner(rollout: Rollout) -> str | None:
     """Why the runner refused the rollout's workspace patch (its last attempt's report), if it did."""
-    attempts = rollout.meta.get("attempts") or [{}]
-    refused = attempts[-1].get("patch_refused") if isinstance(attempts[-1], dict) else None
+    last = read_meta(rollout).last_attempt
+    refused = last.patch_refused if last is not None else None
     if refused is None and rollout.outcome_reason == PATCH_REFUSED_REASON:
         refused = rollout.error or PATCH_REFUSED_REASON
     return str(refused) if refused is not None else None

@@ -42,6 +42,7 @@ from shared.models import Group, Rollout, Run
 from shared.models import Task as TaskRow
 from shared.objectstore import open_store
 from shared.ports import free_port
+from shared.rollout_records import read_meta
 from shared.run_config import RunConfig
 from shared.sandbox import Sandbox
 from shared.scratch_db import scratch_database
@@ -176,7 +177,7 @@ def run_rollouts(
     wall_s = time.perf_counter() - started
     with session_scope(db) as session:
         rows = [session.get(Rollout, rollout_id) for rollout_id in rollout_ids]
-        reports = [row.meta["attempts"][-1] for row in rows if row is not None]
+        reports = [last for row in rows if row is not None and (last := read_meta(row).last_attempt)]
         statuses = sorted({row.status for row in rows if row is not None})
         errors = sorted({row.error for row in rows if row is not None and row.error})
     return {
@@ -186,9 +187,9 @@ def run_rollouts(
         "errors": errors[:3],
         "rollouts_per_minute": 60.0 * count / wall_s,
         "rollout_s_median": statistics.median(durations),
-        "materialize_s_median": statistics.median(r["materialize_s"] for r in reports),
-        "harness_s_median": statistics.median(r["harness_s"] for r in reports),
-        "calls_per_rollout": statistics.mean(r["calls"] for r in reports),
+        "materialize_s_median": statistics.median(r.materialize_s for r in reports),
+        "harness_s_median": statistics.median(r.harness_s for r in reports),
+        "calls_per_rollout": statistics.mean(r.calls for r in reports),
     }
 
 

@@ -35,10 +35,10 @@ import logging
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import redis
 from sqlalchemy import delete, func, select
@@ -69,6 +69,7 @@ from shared.models import Call, Chain, Rollout, Run
 from shared.models import Task as TaskRow
 from shared.objectstore import ObjectStore
 from shared.ports import free_port
+from shared.rollout_records import AttemptReport, add_attempt, retry_later
 from shared.run_config import LimitsConfig, RunConfigError, read_run_config
 from shared.sandbox import HOME_INSIDE, Sandbox, SandboxLimits, SandboxResult
 from shared.settings import Settings
@@ -204,7 +205,9 @@ def claim(
             harness=config.harness,
             limits=config.limits,
             model=config.model,
-            task=Task.model_validate(task_row.spec),
+            task=Task.model_validate(
+                task_row.spec | {"problem_statement": config.instruction(task_row.spec["problem_statement"])}
+            ),
             binding=capture_state.Binding(
                 rollout.id,
                 rollout.run_id,
@@ -234,9 +237,7 @@ def _cancel_for_stopped_run(session: Session, store: ObjectStore, rollout: Rollo
 
 def _retry_later(rollout: Rollout, why: str) -> None:
     """Back to the queue: the scheduler's outbox sends it again once ``retry_at`` has passed."""
-    retry_at = datetime.fromtimestamp(time.time() + RETRY_DELAY_S, UTC).isoformat()
-    meta = {k: v for k, v in rollout.meta.items() if k != "enqueued_at"}
-    rollout.meta = {**meta, "retry_at": retry_at, "waiting_for": why}
+    retry_later(rollout, delay_s=RETRY_DELAY_S, why=why)
     rollout.status = RolloutStatus.QUEUED
 
 
@@ -258,31 +259,6 @@ def defer(db: sessionmaker[Session], rollout_id: str, why: str) -> RolloutOutcom
 
 
 # --- run -------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class AttemptReport:
-    """Facts of one attempt, stored in ``rollouts.meta['attempts']`` and the logs. ``outcome``/``reason``: the
-    harness adapter's verdict; ``classified``: the rollout outcome it led to (None: up to the grader)."""
-
-    attempt: int
-    outcome: str
-    reason: str | None
-    exit_code: int | None
-    isolation: str | None
-    materialize_s: float
-    harness_s: float
-    patch_bytes: int
-    calls: int
-    killed_reason: str | None = None
-    runner_error: str | None = None
-    incidents: list[dict[str, Any]] = field(default_factory=list)
-    classified: str | None = None
-    context: dict[str, int] | None = None  # the prompt the gateway refused: prompt_tokens, context_length
-    touched_protected_paths: list[str] = field(default_factory=list)
-    git_history_commands: list[str] = field(default_factory=list)
-    capture_lost: str | None = None  # the flush barrier: calls replied to whose records will never land
-    patch_refused: str | None = None  # why the workspace could not be diffed safely (``patch.PatchRefused``)
 
 
 def _write_home_files(home: Path, files: dict[str, str], template: Path | None = None) -> None:
@@ -446,7 +422,9 @@ def _store_logs(
         store.put_bytes(f"{prefix}/harness.stdout", result.stdout.encode(), "text/plain")
         store.put_bytes(f"{prefix}/harness.stderr", result.stderr.encode(), "text/plain")
     store.put_bytes(
-        f"{prefix}/report.json", json.dumps(asdict(report), indent=2).encode(), "application/json"
+        f"{prefix}/report.json",
+        json.dumps(report.model_dump(mode="json"), indent=2).encode(),
+        "application/json",
     )
     return prefix
 
@@ -474,7 +452,7 @@ def _finish(
         calls = (
             session.scalar(select(func.count()).select_from(Call).where(Call.rollout_id == rollout.id)) or 0
         )
-        report.calls = int(calls)
+        report = report.replace(calls=int(calls))
         verdict = classify_attempt(
             AttemptFacts(
                 harness_outcome=report.outcome,
@@ -488,17 +466,15 @@ def _finish(
                 patch_refused=report.patch_refused,
             )
         )
-        report.classified = verdict.outcome
+        report = report.replace(classified=verdict.outcome)
         rollout.harness_outcome = report.outcome
         rollout.harness_exit_code = report.exit_code
         rollout.isolation = report.isolation
         rollout.patch_key = patch_key
         rollout.logs_key = logs_key
-        rollout.touched_protected_paths = report.touched_protected_paths
-        rollout.git_history_commands = report.git_history_commands
-        rollout.meta = {**rollout.meta, "attempts": [*rollout.meta.get("attempts", []), asdict(report)]}
-        if report.context is not None:
-            rollout.meta = {**rollout.meta, "context": report.context}
+        rollout.touched_protected_paths = list(report.touched_protected_paths)
+        rollout.git_history_commands = list(report.git_history_commands)
+        add_attempt(rollout, report)
         if verdict.infrastructure and rollout.attempt < max_attempts:
             return _retry(session, store, rollout, verdict)
         if verdict.outcome == Outcome.CANCELLED:
@@ -555,7 +531,10 @@ def execute_attempt(
     attempt_dir = settings.data_dir / "rollouts" / attempt.rollout_id
     shutil.rmtree(attempt_dir, ignore_errors=True)  # a dead attempt's leftovers
     workspace, home = attempt_dir / "workspace", attempt_dir / "home"
-    report = AttemptReport(attempt.attempt, "harness_error", None, None, sandbox.isolation, 0.0, 0.0, 0, 0)
+    report = AttemptReport(
+        attempt=attempt.attempt, outcome="harness_error", reason=None, exit_code=None, isolation=sandbox.isolation,
+        materialize_s=0.0, harness_s=0.0, patch_bytes=0, calls=0,
+    )  # fmt: skip
     result: SandboxResult | None = None
     patch_key: str | None = None
     try:
@@ -572,38 +551,41 @@ def execute_attempt(
         base_git = snapshot_base(workspace, attempt_dir / "base.git")
         home.mkdir()
         guard_bin = guard.install(attempt_dir / "guard")
-        report.materialize_s = time.monotonic() - started
+        report = report.replace(materialize_s=time.monotonic() - started)
         timeout_s = rollout_timeout_s(settings, attempt.limits, attempt.task)
         verdict, result = run_harness(
             sandbox, settings, adapter, attempt, workspace, home, timeout_s, guard_bin, db
         )
-        report.harness_s, report.exit_code = result.duration_s, result.exit_code
-        report.outcome, report.reason = verdict.outcome, verdict.reason
-        report.killed_reason = result.killed_reason
-        report.git_history_commands = guard.history_commands(home)
+        report = report.replace(
+            harness_s=result.duration_s, exit_code=result.exit_code, outcome=verdict.outcome,
+            reason=verdict.reason, killed_reason=result.killed_reason,
+            git_history_commands=guard.history_commands(home),
+        )  # fmt: skip
         try:
             patch = workspace_patch(workspace, attempt.task.base_commit, base_git)
         except PatchRefused as exc:
             # What the agent left is its own outcome (an empty patch, reward 0), never retried.
             log.warning("rollout %s: patch refused: %s", attempt.rollout_id, exc.reason)
-            report.patch_refused, patch = exc.reason, b""
-        report.touched_protected_paths = guard.protected_paths_touched(attempt.task, patch)
+            report, patch = report.replace(patch_refused=exc.reason), b""
+        report = report.replace(touched_protected_paths=guard.protected_paths_touched(attempt.task, patch))
         patch_key = patch_object_key(attempt.run_id, attempt.rollout_id)
         store.put_bytes(patch_key, patch, "text/x-diff")
-        report.patch_bytes = len(patch)
+        report = report.replace(patch_bytes=len(patch))
     except Exception as exc:  # noqa: BLE001 - any failure of this attempt is recorded on the rollout
         log.exception("rollout %s attempt %d failed", attempt.rollout_id, attempt.attempt)
-        report.outcome, report.reason = "harness_error", f"{type(exc).__name__}: {exc}"
-        report.runner_error = report.reason
+        why = f"{type(exc).__name__}: {exc}"
+        report = report.replace(outcome="harness_error", reason=why, runner_error=why)
     finally:
         shutil.rmtree(attempt_dir, ignore_errors=True)
     flushed = flush_capture(settings, r, attempt)
-    report.capture_lost = None if flushed.complete else flushed.error
     incidents = watch.evidence(r)
     incidents += [new_incident("gateway_died", why) for why in sorted(set(flushed.interrupted.values()))]
-    report.incidents = [asdict(i) for i in incidents]
     overflow = _take_context_overflow(r, attempt.rollout_id)
-    report.context = asdict(overflow) if overflow else None
+    report = report.replace(
+        capture_lost=None if flushed.complete else flushed.error,
+        incidents=[asdict(i) for i in incidents],
+        context=asdict(overflow) if overflow else None,
+    )
     logs_key = _store_logs(store, attempt, result, report)
     outcome = _finish(
         db,

@@ -73,7 +73,7 @@ def test_an_infrastructure_failure_with_budget_left_goes_back_to_the_queue(  # t
         assert rollout is not None
         assert rollout.outcome is None and "inference_unavailable" in (rollout.error or "")
         assert rollout.meta["attempts"][-1]["classified"] == "infrastructure_error"
-        assert "retry_at" in rollout.meta and "enqueued_at" not in rollout.meta  # the scheduler re-sends it
+        assert rollout.retry_at is not None and rollout.enqueued_at is None  # the scheduler re-sends it
     again = claim(settings, db, store, rollout_id)
     assert isinstance(again, Attempt) and again.attempt == 2 and again.rollout_key != attempt.rollout_key
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import json
 import time
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -19,6 +18,7 @@ from sqlalchemy import func, select, update
 
 from shared.models import Call, Chain, Group, Reward, Rollout, Run, Step, Weight
 from shared.queues import ROLLOUTS_QUEUE, RUN_ROLLOUT
+from shared.rollout_records import retry_later
 from shared.run_config import GRPOConfig, read_run_config
 from tests.fixtures import product
 from tests.fixtures.product import ApiServer, task_spec
@@ -89,7 +89,7 @@ def test_create_run_writes_step_zero_and_enqueues_every_rollout(
     assert sorted((r.group_id, r.index_in_group) for r in rollouts) == sorted(
         (g.id, i) for g in groups for i in range(2)
     )
-    assert all(r.meta.get("enqueued_at") for r in rollouts)
+    assert all(r.enqueued_at for r in rollouts)
     assert all(
         r.rollout_key is None for r in rollouts
     )  # the runner issues each attempt's key when it claims it
@@ -340,10 +340,10 @@ def test_scheduler_waits_for_the_learner_and_inference_then_advances(api: httpx.
     def step1_enqueued() -> bool:
         # The outbox: step 1's rows commit first and are sent and stamped after, in the same tick.
         with db() as session:
-            metas = session.scalars(
-                select(Rollout.meta).join(Group).where(Group.id.in_([g.id for g in step1]))
+            stamps = session.scalars(
+                select(Rollout.enqueued_at).join(Group).where(Group.id.in_([g.id for g in step1]))
             ).all()
-            return bool(metas) and all(meta.get("enqueued_at") for meta in metas)
+            return bool(stamps) and all(stamps)
 
     _wait_for(step1_enqueued)
     assert len(step1) == 2 and {g.policy_version for g in step1} == {1}
@@ -407,10 +407,10 @@ def test_a_run_whose_stored_config_does_not_validate_is_listed_failed_and_holds_
 
     def good_step1_enqueued() -> bool:
         with db() as session:
-            metas = session.scalars(
-                select(Rollout.meta).join(Group).where(Group.run_id == good, Group.step == 1)
+            stamps = session.scalars(
+                select(Rollout.enqueued_at).join(Group).where(Group.run_id == good, Group.step == 1)
             ).all()
-            return bool(metas) and all(meta.get("enqueued_at") for meta in metas)
+            return bool(stamps) and all(stamps)
 
     _wait_for(good_step1_enqueued)
     assert api.get(f"/v1/runs/{stuck}").json()["current_step"] == 0
@@ -422,11 +422,12 @@ def test_a_rollout_waiting_for_a_retry_is_sent_once_its_time_has_come(
 ) -> None:
     api_redis = api_server.queue_redis
     run = api.post("/v1/runs", json=_run_body("retry-a")).json()
-    later = (datetime.now(UTC) + timedelta(seconds=4)).isoformat()
     with db.begin() as session:
         rollouts = session.scalars(select(Rollout).where(Rollout.run_id == run["id"])).all()
         for rollout in rollouts:
-            rollout.meta = {"retry_at": later}  # what the runner writes when it puts a rollout back
+            retry_later(
+                rollout, delay_s=4.0, why="a test"
+            )  # what the runner does when it puts a rollout back
         ids = {r.id for r in rollouts}
     api_redis.delete(ROLLOUTS_QUEUE)
     time.sleep(2.5)
@@ -488,14 +489,14 @@ def test_rollouts_committed_but_never_sent_are_sent_by_the_scheduler(
     with db.begin() as session:
         rollouts = session.scalars(select(Rollout).where(Rollout.run_id == run["id"])).all()
         for rollout in rollouts:
-            rollout.meta = {}  # as if the process died before the send
+            rollout.enqueued_at = None  # as if the process died before the send
         ids = {r.id for r in rollouts}
     api_redis.delete(ROLLOUTS_QUEUE)
 
     def stamped() -> bool:
         with db() as session:
-            metas = session.scalars(select(Rollout.meta).where(Rollout.id.in_(ids))).all()
-        return all(m.get("enqueued_at") for m in metas)
+            stamps = session.scalars(select(Rollout.enqueued_at).where(Rollout.id.in_(ids))).all()
+        return all(stamps)
 
     _wait_for(stamped)
     assert ids <= _queued_rollout_ids(api_redis)

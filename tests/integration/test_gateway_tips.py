@@ -21,6 +21,7 @@ from sqlalchemy import select, text
 from shared import capture_state
 from shared.db import session_scope
 from shared.models import Call, Chain, Rollout
+from shared.rollout_records import read_meta
 from shared.trajectory import load_chain
 from tests.fixtures.gateway import settle_gateways
 
@@ -277,9 +278,11 @@ def test_a_record_that_never_lands_in_time_fails_the_attempt_for_a_retry(  # typ
     assert first.action == "retry" and first.status == "queued" and not first.send_to_grading, first
     with session_scope(db) as session:
         rollout = session.get(Rollout, rollout_id)
-        assert rollout is not None and "retry_at" in rollout.meta  # the scheduler sends it again
-        [report] = rollout.meta["attempts"]
-    assert report["classified"] == "infrastructure_error" and "not recorded within" in report["capture_lost"]
+        assert rollout is not None and rollout.retry_at is not None  # the scheduler sends it again
+        [report] = read_meta(rollout).attempts
+    assert report.classified == "infrastructure_error" and "not recorded within" in (
+        report.capture_lost or ""
+    )
 
     second = run_rollout(settings, db, store, sandbox, rollout_id)  # what the re-sent task does
     assert second.action == "ran" and second.status == "finished", second

@@ -219,3 +219,142 @@ def test_0004_upgrades_stored_configs_to_run_configs_and_back(scratch_db_url: st
     assert old_shell["harness_command"] == "my-agent {instruction}"
     assert old_shell["limits"]["rollout_timeout_s"] == 600.0 and old_shell["grpo"]["groups_per_step"] == 2
     assert restored["fixture-reference"]["harness_options"]["max_turns"] == 4
+
+
+# Rollouts as the services wrote ``rollouts.meta`` at revision 0009 (git 7033c2e): the scheduler's outbox stamp, the
+# runner's put-back (``enqueued_at`` removed, ``retry_at``/``waiting_for`` set) and attempt reports, the grader's
+# and the learner's keys. Times as ``datetime.isoformat()`` wrote them.
+_SENT = "2026-12-06T10:00:00.250000+00:00"
+_ATTEMPT = {
+    "attempt": 1,
+    "outcome": "completed",
+    "reason": None,
+    "exit_code": 0,
+    "isolation": "bwrap",
+    "materialize_s": 0.4,
+    "harness_s": 9.0,
+    "patch_bytes": 120,
+    "calls": 3,
+    "killed_reason": None,
+    "runner_error": None,
+    "incidents": [],
+    "classified": None,
+    "context": None,
+    "touched_protected_paths": [],
+    "git_history_commands": [],
+    "capture_lost": None,
+    "patch_refused": None,
+}
+OLD_ROLLOUT_METAS = {
+    "ro_unsent": {},
+    "ro_sent": {"enqueued_at": _SENT},
+    "ro_waiting": {"attempts": [{**_ATTEMPT, "classified": "infrastructure_error"}],
+                   "retry_at": "2999-01-01T00:00:00+00:00", "waiting_for": "a retry after gateway_restarted"},
+    "ro_due": {"retry_at": "2026-12-06T10:05:00+00:00", "waiting_for": "the inference pool is not ready"},
+    "ro_graded": {"enqueued_at": _SENT, "attempts": [_ATTEMPT], "grade_attempts": 1, "grading_isolation": "bwrap",
+                  "context": {"prompt_tokens": 9000, "context_length": 8192, "at_least": False}},
+    "ro_aside": {"enqueued_at": _SENT, "attempts": [_ATTEMPT], "grade_attempts": 2, "grading_logs_key": "logs/g",
+                 "learner_set_aside": "rollout ro_aside: missing segment", "reward_fn": "binary"},
+}  # fmt: skip
+_QUEUE_KEYS = ("enqueued_at", "retry_at", "waiting_for")
+
+
+def _insert_0009_rollouts(engine) -> None:  # type: ignore[no-untyped-def]
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO runs (id, name, status, model, harness, group_size, config, policy_version) "
+                "VALUES ('run_old', '', 'running', 'policy', 'reference', 1, "
+                "CAST(:config AS jsonb), 0)"
+            ),
+            {"config": json.dumps(run_row("run_old").config)},
+        )
+        conn.execute(text("INSERT INTO tasks (id, dataset, instance_id, spec) VALUES ('t', 'd', 'i', '{}')"))
+        conn.execute(
+            text(
+                "INSERT INTO groups (id, run_id, task_id, step, size, status, policy_version) "
+                "VALUES ('g', 'run_old', 't', 0, 6, 'pending', 0)"
+            )
+        )
+        for index, (rollout_id, meta) in enumerate(OLD_ROLLOUT_METAS.items()):
+            status = "graded" if "grade_attempts" in meta else "queued"
+            conn.execute(
+                text(
+                    "INSERT INTO rollouts (id, run_id, group_id, task_id, index_in_group, harness, status, attempt, "
+                    "meta) VALUES (:id, 'run_old', 'g', 't', :index, 'reference', :status, 0, CAST(:meta AS jsonb))"
+                ),
+                {"id": rollout_id, "index": index, "status": status, "meta": json.dumps(meta)},
+            )
+
+
+def _check_0010_rows(url: str) -> None:
+    """The queue keys are columns, ``meta`` is what the record layer reads, and the outbox sends what is due."""
+    import asyncio
+    from datetime import datetime
+
+    from services.api.scheduler import enqueue_pending
+    from shared.db import async_session_factory, make_async_engine
+    from shared.rollout_records import queue_state, read_meta
+
+    engine = make_engine(url)
+    with session_scope(session_factory(engine)) as s:
+        rows = {r.id: r for r in s.query(Rollout).filter(Rollout.run_id == "run_old")}
+        for rollout_id, old in OLD_ROLLOUT_METAS.items():
+            row = rows[rollout_id]
+            queue = queue_state(row)
+            for key in _QUEUE_KEYS:
+                value = getattr(queue, key)
+                expected = old.get(key)
+                if key != "waiting_for" and expected is not None:
+                    expected = datetime.fromisoformat(expected)
+                assert value == expected, (rollout_id, key, value)
+            assert row.meta == {k: v for k, v in old.items() if k not in _QUEUE_KEYS}
+            meta = read_meta(row)  # validates as today's services wrote it
+            assert meta.grade_attempts == old.get("grade_attempts", 0)
+        assert read_meta(rows["ro_aside"]).learner_set_aside == "rollout ro_aside: missing segment"
+        assert read_meta(rows["ro_graded"]).context is not None
+    engine.dispose()
+
+    sent: list[str] = []
+    async_engine = make_async_engine(url)
+    assert asyncio.run(enqueue_pending(async_session_factory(async_engine), sent.append, "run_old")) == 2
+    asyncio.run(async_engine.dispose())
+    assert sorted(sent) == ["ro_due", "ro_unsent"]  # never sent, and put back with its retry time passed
+
+
+def _rollouts_at_head(url: str) -> dict[str, tuple[object, dict]]:
+    from shared.rollout_records import queue_state
+
+    engine = make_engine(url)
+    with session_scope(session_factory(engine)) as s:
+        rows = {r.id: (queue_state(r), r.meta) for r in s.query(Rollout).filter(Rollout.run_id == "run_old")}
+    engine.dispose()
+    return rows
+
+
+def test_0010_moves_the_queue_state_out_of_meta_and_back(scratch_db_url: str) -> None:
+    from datetime import datetime
+
+    migrate.upgrade(scratch_db_url, "0009")
+    engine = make_engine(scratch_db_url)
+    _insert_0009_rollouts(engine)
+    migrate.upgrade(scratch_db_url)
+    _check_0010_rows(scratch_db_url)
+    at_head = _rollouts_at_head(scratch_db_url)
+
+    migrate.downgrade(scratch_db_url, "0009")
+    with engine.connect() as conn:
+        restored = {row.id: row.meta for row in conn.execute(text("SELECT id, meta FROM rollouts"))}
+    for rollout_id, old in OLD_ROLLOUT_METAS.items():
+        back = restored[rollout_id]
+        assert back.keys() == (
+            old.keys() | ({"enqueued_at"} if rollout_id in ("ro_unsent", "ro_due") else set())
+        )
+        for key, value in old.items():
+            if key in ("enqueued_at", "retry_at"):
+                assert datetime.fromisoformat(back[key]) == datetime.fromisoformat(value), (rollout_id, key)
+            else:
+                assert back[key] == value, (rollout_id, key)
+    engine.dispose()
+    migrate.upgrade(scratch_db_url)
+    assert _rollouts_at_head(scratch_db_url) == at_head

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from services.runner.rollout import Attempt, AttemptReport, RolloutOutcome, _finish, claim
+from services.runner.rollout import Attempt, RolloutOutcome, _finish, claim
 from shared.db import session_scope
 from shared.models import Call, Chain, Rollout
+from shared.rollout_records import AttemptReport, read_meta
 from shared.trajectory import (
     Segment,
     chain_tokens_prefix,
@@ -20,6 +21,13 @@ from shared.trajectory import (
 )
 
 pytestmark = pytest.mark.integration
+
+
+def _report(attempt: int) -> AttemptReport:
+    return AttemptReport(
+        attempt=attempt, outcome="completed", reason=None, exit_code=0, isolation="test", materialize_s=0.0,
+        harness_s=0.0, patch_bytes=0, calls=0,
+    )  # fmt: skip
 
 
 def record_call(db, store, run_id: str, rollout_id: str) -> None:  # type: ignore[no-untyped-def]
@@ -62,7 +70,7 @@ def test_redelivery_after_a_crash_starts_clean_with_a_new_key(settings, db, stor
     assert list(store.list(rollout_raw_prefix(run_id, rollout_id))) == []
 
     # The first attempt's late result is fenced off.
-    report = AttemptReport(1, "completed", None, 0, "test", 0.0, 0.0, 0, 0)
+    report = _report(1)
     stale = _finish(db, first, report, patch_key=None, logs_key="logs/x")
     assert stale.action == "stale" and not stale.send_to_grading
     with session_scope(db) as session:
@@ -89,6 +97,12 @@ def test_finish_without_calls_is_an_error(settings, db, store, toy_task, make_ro
     _, _, [rollout_id] = make_rollouts(toy_task, "reference")
     attempt = claim(settings, db, store, rollout_id)
     assert isinstance(attempt, Attempt)
-    report = AttemptReport(1, "completed", None, 0, "test", 0.0, 0.0, 0, 0)
+    report = _report(1)
     outcome = _finish(db, attempt, report, patch_key="patches/x.diff", logs_key="logs/x")
     assert outcome.status == "failed" and "no model calls" in (outcome.error or "")
+    with session_scope(db) as session:
+        row = session.get(Rollout, rollout_id)
+        assert row is not None
+        [stored] = read_meta(row).attempts  # the attempt's report, through the record layer
+        assert (stored.attempt, stored.outcome, stored.calls) == (1, "completed", 0)
+        assert stored.classified == row.outcome is not None
