@@ -247,6 +247,12 @@ class EvalTarget(_Section):
     """Set when a training run scheduled the eval (``EvalConfig``): the step before which it ran."""
 
 
+WITHHELD_ISSUE = "Fix the bug in this repository so that its tests pass."
+"""What the agent is told instead of the task's problem statement when a run's ``issue`` is ``withheld``."""
+
+IssueShown = Literal["shown", "withheld"]
+
+
 class RunSpec(_Section):
     """What a user chooses for a run (every field is settable through ``POST /v1/runs`` by this name)."""
 
@@ -268,6 +274,14 @@ class RunSpec(_Section):
     """Train a LoRA adapter with these settings; null = full weights."""
     eval: EvalConfig = EvalConfig()
     """Evaluations of the run's own policy while it trains (none by default)."""
+    issue: IssueShown = "shown"
+    """What the agent is told: ``shown`` = each task's problem statement; ``withheld`` = one fixed line for every
+    task (``WITHHELD_ISSUE``), a control: the pass@1 a policy keeps without the issue text is what it solves from
+    the code alone (or from answers it learned by heart)."""
+
+    def instruction(self, problem_statement: str) -> str:
+        """What the runner hands the harness for a task with this problem statement."""
+        return WITHHELD_ISSUE if self.issue == "withheld" else problem_statement
 
 
 class RunConfig(RunSpec):

@@ -42,7 +42,7 @@ from shared.adapters import is_adapter_key
 from shared.eval_stats import eval_figures
 from shared.ids import new_id
 from shared.models import Call, Eval, Reward, Rollout, Run, Task, Weight
-from shared.run_config import EvalTarget, RunConfig, read_run_config
+from shared.run_config import EvalTarget, IssueShown, RunConfig, read_run_config
 from shared.statuses import (
     ROLLOUT_TERMINAL,
     RUN_FINISHED,
@@ -109,7 +109,7 @@ async def resolve_target(session: AsyncSession, body: EvalCreate) -> tuple[EvalT
 
 def _eval_config(
     *, model: str, harness: Any, samples: int, sampling: Any, limits: Any, reward_fn: str, dataset: str,
-    task_ids: list[str], target: EvalTarget, source_run: Run | None,
+    task_ids: list[str], target: EvalTarget, source_run: Run | None, issue: IssueShown = "shown",
 ) -> RunConfig:  # fmt: skip
     # A LoRA run's versions are sampled through its adapters (version 0: the base weights, no adapter): the eval
     # of one is a LoRA run for the gateway and the pool.
@@ -117,7 +117,7 @@ def _eval_config(
     return RunConfig(
         model=model, harness=harness, group_size=samples, steps=1, reward_fn=reward_fn, sampling=sampling,
         limits=limits, lora=lora, dataset=dataset, task_ids=task_ids, groups_per_step=len(task_ids),
-        target=target,
+        target=target, issue=issue,
     )  # fmt: skip
 
 
@@ -150,7 +150,7 @@ async def create_eval(session: AsyncSession, body: EvalCreate, served_model: str
     config = _eval_config(
         model=body.model or served_model, harness=body.harness, samples=body.samples, sampling=sampling,
         limits=body.limits, reward_fn=body.reward_fn, dataset=dataset, task_ids=task_ids, target=target,
-        source_run=source_run,
+        source_run=source_run, issue=body.issue,
     )  # fmt: skip
     return await _insert_eval(session, config, body.name, body.split)
 

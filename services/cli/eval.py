@@ -38,7 +38,7 @@ OPTION_OF = {
     "body.dataset": "--dataset", "body.split": "--split", "body.tasks": "--tasks-file", "body.run_id": "--run",
     "body.version": "--version", "body.model_dir": "--model-dir", "body.harness": "--harness",
     "body.samples": "--samples", "body.seed": "--seed", "body.instance_ids": "--instance",
-    "body.sampling": "--sampling", "body.limits": "--limit",
+    "body.sampling": "--sampling", "body.limits": "--limit", "body.issue": "--withhold-issue",
 }  # fmt: skip
 
 
@@ -126,6 +126,10 @@ def figures_text(detail: dict[str, Any]) -> str:
 @click.option(
     "--seed", type=int, default=None, help="Sampling seed: the same seed samples the same calls again."
 )
+@click.option(
+    "--withhold-issue", is_flag=True,
+    help="Tell the agent one fixed line instead of each task's problem statement (a control).",
+)  # fmt: skip
 @click.option("--sampling", "sampling", multiple=True, metavar="KEY=VALUE", help="e.g. temperature=0.7.")
 @click.option(
     "--limit", "limits", multiple=True, metavar="KEY=VALUE", help="Rollout limit (e.g. wall_clock_s=600)."
@@ -141,7 +145,7 @@ def eval_command(
     ctx: click.Context, dataset: str | None, split: str | None, tasks_file: Path | None,
     instance_ids: tuple[str, ...], harness: str | None,
     harness_command: str | None, harness_options: tuple[str, ...], samples: int, run_id: str | None,
-    version: int | None, model_dir: str | None, seed: int | None, sampling: tuple[str, ...],
+    version: int | None, model_dir: str | None, seed: int | None, withhold_issue: bool, sampling: tuple[str, ...],
     limits: tuple[str, ...], name: str, timeout_s: float | None, api_url: str | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Evaluate a policy (the base model, a run's version, or a model directory) on tasks: pass@1 and pass@k.
@@ -180,6 +184,8 @@ def eval_command(
             body[key] = value
     if instance_ids:
         body["instance_ids"] = list(instance_ids)
+    if withhold_issue:
+        body["issue"] = "withheld"
     if tasks_file is not None:
         if split is not None:
             fail("--split: selects from a bundled --dataset only, not from --tasks-file")

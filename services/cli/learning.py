@@ -197,10 +197,11 @@ def _sampling(recipe: Recipe) -> dict[str, Any]:
 
 def evaluate(
     suite: Any, settings: Settings, recipe: Recipe, split: str, label: str, progress: Progress,
-    run_id: str | None = None,
+    run_id: str | None = None, issue: str = "shown",
 ) -> EvalResult:  # fmt: skip
     """Pass@1 on ``split`` (every task x ``eval_samples``) of the base weights, or of run ``run_id``'s newest
-    version: an eval through the api, which takes the inference pool and has the updater load that policy."""
+    version: an eval through the api, which takes the inference pool and has the updater load that policy.
+    ``issue="withheld"``: the agent is told one fixed line instead of each task's issue (a control)."""
     started = time.monotonic()
     body: dict[str, Any] = {
         "name": label, "harness": HARNESS, "dataset": DATASET, "split": split, "samples": recipe.eval_samples,
@@ -208,6 +209,8 @@ def evaluate(
     }  # fmt: skip
     if run_id is not None:
         body["run_id"] = run_id
+    if issue != "shown":
+        body["issue"] = issue
     created = api(settings, "POST", "/v1/evals", body)
     while True:
         suite.tick()
