@@ -137,6 +137,8 @@ def _scenarios(api: httpx.Client) -> Iterator[tuple[str, str, httpx.Response]]:
     yield "POST", "/v1/evals", api.post("/v1/evals", json={**evaluate, "run_id": "run_missing"})
     yield "GET", "/v1/evals/{eval_id}", api.get(f"/v1/evals/{eval_created.json()['id']}")
     yield "GET", "/v1/evals/{eval_id}", api.get("/v1/evals/eval_missing")
+    yield "GET", "/v1/evals/{eval_id}/samples", api.get(f"/v1/evals/{eval_created.json()['id']}/samples")
+    yield "GET", "/v1/evals/{eval_id}/samples", api.get("/v1/evals/eval_missing/samples")
     yield "GET", "/openapi.json", api.get("/openapi.json")
     yield "GET", "/health", api.get("/health")
     yield "GET", "/metrics", api.get("/metrics")
