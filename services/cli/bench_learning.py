@@ -40,21 +40,13 @@ from shared.machine import describe_machine
 
 COMPARED_LAGS = (0, 1)
 
-STEP_TIMES_SQL = "SELECT policy_lag_mean, groups_stale, metrics FROM steps WHERE run_id = :run ORDER BY step"
-
 
 def training_rows(settings: Any, train_run: str) -> list[dict[str, Any]]:
-    """The training run's steps rows as ``step_figures`` reads them, with each step's stale-group count."""
-    from sqlalchemy import text
+    """The training run's steps as the api returns them (``step_figures`` reads them as ``StepRecord``s), each
+    with its stale-group count."""
+    from services.cli.learning import api
 
-    from shared.db import make_engine
-
-    engine = make_engine(settings.database_url)
-    try:
-        with engine.connect() as conn:
-            return [dict(r) for r in conn.execute(text(STEP_TIMES_SQL), {"run": train_run}).mappings()]
-    finally:
-        engine.dispose()
+    return list(api(settings, "GET", f"/v1/runs/{train_run}")["step_metrics"])
 
 
 def _timing_rows(figures: StepFigures | None) -> list[str]:

@@ -256,11 +256,18 @@ SELECT (SELECT sum(t.duration_s) FROM trajectories t JOIN rollouts r ON r.id = t
        (SELECT sum(w.swap_ms) / 1000.0 FROM weights w WHERE w.run_id = :run) AS swap_paused_s
 """
 
-STEP_ROWS_SQL = """
-SELECT step, policy_version, loss, step_time_s, groups_trained, groups_zero_variance, reward_mean,
-       metrics->>'compute_dtype' AS compute_dtype
-FROM steps WHERE run_id = :run ORDER BY step
-"""
+
+def step_rows(settings: Settings, train_run: str) -> list[dict[str, Any]]:
+    """The training run's learner steps, read through the api (``StepRecord``s), as the report's rows."""
+    from shared.step_record import StepRecord
+
+    records = [StepRecord.from_row(s) for s in api(settings, "GET", f"/v1/runs/{train_run}")["step_metrics"]]
+    return [
+        {"step": r.step, "policy_version": r.policy_version, "loss": r.update.loss, "step_time_s": r.step_time_s,
+         "groups_trained": r.groups_trained, "groups_zero_variance": r.groups_zero_variance,
+         "reward_mean": r.update.reward_mean, "compute_dtype": r.compute_dtype}
+        for r in records
+    ]  # fmt: skip
 
 
 def training_run_body(recipe: Recipe, model: str, task_ids: list[str]) -> dict[str, Any]:
@@ -309,9 +316,8 @@ def collect(
             float(r["cut"])
             for r in conn.execute(text(CUT_SQL), {"run": train_run, "cut": CUT_BY_LENGTH}).mappings()
         ]
-        steps = [dict(r) for r in conn.execute(text(STEP_ROWS_SQL), {"run": train_run}).mappings()]
         stages = conn.execute(text(STAGES_SQL), {"run": train_run}).mappings().one()
-    return rewards, cut, steps, {k: float(v or 0.0) for k, v in stages.items()}
+    return rewards, cut, step_rows(settings, train_run), {k: float(v or 0.0) for k, v in stages.items()}
 
 
 def run_learning(

@@ -25,7 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from services.api.client import ApiClient, ApiClientError, default_api_url
-from services.cli.step_figures import step_figures
+from services.cli.step_figures import step_figures, step_records
 from shared.harnesses import HARNESS_NAMES
 from shared.settings import load_settings
 from shared.statuses import RUN_FINISHED
@@ -168,13 +168,13 @@ def _learner_table(run: dict[str, Any]) -> Table:
     def fmt(value: float | None, spec: str) -> str:
         return "-" if value is None else format(value, spec)
 
-    for m in run["step_metrics"]:
-        extra = m.get("metrics") or {}
+    for r in step_records(run["step_metrics"]):
+        w = r.window
         table.add_row(
-            str(m["step"]), str(m["policy_version"]), fmt(m["loss"], ".4f"), fmt(m["kl"], ".5f"),
-            fmt(m["clip_fraction"], ".3f"), str(m["tokens"]), fmt(m["policy_lag_mean"], ".2f"),
-            fmt(extra.get("policy_lag_max"), "d"), fmt(m["step_time_s"], ".1f"), fmt(extra.get("wall_s"), ".1f"),
-            fmt(extra.get("inference_busy_fraction"), ".0%"), fmt(extra.get("learner_busy_fraction"), ".0%"),
+            str(r.step), str(r.policy_version), fmt(r.update.loss, ".4f"), fmt(r.kl, ".5f"),
+            fmt(r.update.clip_fraction, ".3f"), str(int(r.update.tokens_computed)), fmt(r.policy_lag_mean, ".2f"),
+            str(r.policy_lag_max), fmt(r.step_time_s, ".1f"), fmt(w and w.wall_s, ".1f"),
+            fmt(w and w.inference_busy_fraction, ".0%"), fmt(w and w.learner_busy_fraction, ".0%"),
         )  # fmt: skip
     return table
 

@@ -1,6 +1,6 @@
-"""A run's time figures over its learner steps, from the ``steps`` rows' metrics (``services/learner/loop.py:
-Learner._measure`` defines each step's window and what counts as busy): used by ``harnessrl run status`` and
-``harnessrl bench learning``.
+"""A run's time figures over its learner steps, from the steps' ``StepRecord``s (``shared/step_record.py``;
+``services/learner/timing.py`` defines each step's window and what counts as busy): used by ``harnessrl run
+status`` and ``harnessrl bench learning``, which read the steps through the api (``GET /v1/runs/{id}``).
 
 The steps' windows tile the run's training time, from its first sampling to its last commit, so the sums below
 are the same figures over that whole span.
@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from shared.step_record import StepRecord
 
 
 @dataclass(frozen=True)
@@ -31,22 +33,26 @@ class StepFigures:
         return asdict(self)
 
 
-def step_figures(rows: Iterable[Mapping[str, Any]]) -> StepFigures | None:
-    """``rows``: steps as the api returns them (``policy_lag_mean`` and ``metrics`` of each); None when none of
-    them carries a window."""
-    timed = [r for r in rows if "wall_s" in (r.get("metrics") or {})]
+def step_records(rows: Iterable[Mapping[str, Any] | StepRecord]) -> list[StepRecord]:
+    """Steps as the api returns them (``step_metrics`` of ``GET /v1/runs/{id}``), as records."""
+    return [r if isinstance(r, StepRecord) else StepRecord.from_row(r) for r in rows]
+
+
+def step_figures(rows: Iterable[Mapping[str, Any] | StepRecord]) -> StepFigures | None:
+    """``rows``: steps as the api returns them, or their records; None when none of them carries a window."""
+    timed = [(r, r.window) for r in step_records(rows) if r.window is not None]
     if not timed:
         return None
-    wall = sum(r["metrics"]["wall_s"] for r in timed)
-    tokens = sum(r["metrics"].get("loss_tokens", 0.0) for r in timed)
-    lagged = sum((r.get("policy_lag_mean") or 0.0) * r["metrics"].get("loss_tokens", 0.0) for r in timed)
+    wall = sum(w.wall_s for _, w in timed)
+    tokens = sum(r.update.loss_tokens for r, _ in timed)
+    lagged = sum((r.policy_lag_mean or 0.0) * r.update.loss_tokens for r, _ in timed)
     share = max(wall, 1e-9)
     return StepFigures(
         steps=len(timed),
         wall_s=wall,
         wall_s_per_step=wall / len(timed),
-        inference_busy_fraction=sum(r["metrics"]["inference_busy_s"] for r in timed) / share,
-        learner_busy_fraction=sum(r["metrics"]["learner_busy_s"] for r in timed) / share,
+        inference_busy_fraction=sum(w.inference_busy_s for _, w in timed) / share,
+        learner_busy_fraction=sum(w.learner_busy_s for _, w in timed) / share,
         policy_lag_mean=lagged / tokens if tokens else 0.0,
-        policy_lag_max=max(int(r["metrics"].get("policy_lag_max", 0)) for r in timed),
+        policy_lag_max=max(r.policy_lag_max for r, _ in timed),
     )

@@ -22,11 +22,14 @@ publishes weights; checkpoints are written per rank (``checkpoint.py``).
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from services.learner.types import TrainingBatch
 
 
 def init_from_env() -> tuple[int, int]:
@@ -77,3 +80,53 @@ def shard_model(model: torch.nn.Module, bf16: bool) -> torch.nn.Module:
             module.set_gradient_divide_factor(1.0)
             module.set_force_sum_reduction_for_comms(True)  # plain SUM: gloo has no PREMUL_SUM
     return model
+
+
+# --- rank messages: what rank 0 broadcasts to the followers (``loop.Learner.follow``) ---------------------------
+
+
+@dataclass(frozen=True)
+class ResumeFrom:
+    """The checkpoint step every rank loads before replaying (0: none; -1: rank 0 cannot resume)."""
+
+    step: int
+
+
+@dataclass(frozen=True)
+class TrainStep:
+    """A live step: train on ``batch`` (None: a step without update), help publish, checkpoint."""
+
+    batch: TrainingBatch | None
+
+
+@dataclass(frozen=True)
+class ReplayStep:
+    """Retrain a committed step at restart (no publish, no checkpoint)."""
+
+    batch: TrainingBatch | None
+
+
+@dataclass(frozen=True)
+class GatherPublished:
+    """Help gather the replayed weights for rank 0's comparison with the published version."""
+
+
+@dataclass(frozen=True)
+class Stop:
+    """No more messages: followers return."""
+
+
+RankMessage = ResumeFrom | TrainStep | ReplayStep | GatherPublished | Stop
+
+
+def send(message: RankMessage, rank: int) -> None:
+    """Rank 0: ``message`` to every other rank."""
+    broadcast(message, rank)
+
+
+def receive(rank: int) -> RankMessage:
+    """Ranks > 0: the next message of rank 0."""
+    message = broadcast(None, rank)
+    if not isinstance(message, ResumeFrom | TrainStep | ReplayStep | GatherPublished | Stop):
+        raise TypeError(f"rank {rank}: unexpected message from rank 0: {type(message).__name__}")
+    return message

@@ -346,7 +346,7 @@ def test_the_runs_lag_is_the_learners_drop_bound(settings, db, learner_run) -> N
         report = learner.step_once(wait_s=5)  # learner at 2, tokens at 0: past the bound
     finally:
         learner.close()
-    assert report is not None and report.metrics["stale_group_ids"] == [stale]
+    assert report is not None and report.stale_group_ids == (stale,)
     with session_scope(db) as session:
         steps = session.scalars(select(Step).where(Step.run_id == run.run_id).order_by(Step.step)).all()
         assert [(s.groups_trained, s.groups_stale) for s in steps] == [(1, 0), (1, 0), (0, 1)]

@@ -133,8 +133,8 @@ def test_stale_groups_are_dropped_and_redelivered_groups_not_retrained(  # type:
     finally:
         learner.close()
     assert report is not None and report.step == 2
-    assert report.metrics["stale_group_ids"] == [stale]
-    assert report.metrics["groups_redelivered"] == 1
+    assert report.stale_group_ids == (stale,)
+    assert report.groups_redelivered == 1
     with session_scope(db) as session:
         step = session.scalars(select(Step).where(Step.run_id == run.run_id, Step.step == 2)).one()
         assert (step.groups_trained, step.groups_stale) == (1, 1)
@@ -221,7 +221,7 @@ def test_a_step_without_signal_still_commits_one_version(settings, db, store, le
     finally:
         learner.close()
     assert report is not None and (report.step, report.policy_version) == (1, 1)
-    assert report.metrics["no_update"] is True
+    assert report.update.no_update is True
     assert all((before[k] == after[k]).all() for k in before)
     with session_scope(db) as session:
         step = session.scalars(select(Step).where(Step.run_id == run.run_id)).one()
