@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from services.cli.run import _print_json, api_client, api_option, json_option
+from services.cli.tables import Col, Listing
 
 
 def _outcome_text(detail: dict[str, Any]) -> str:
@@ -51,6 +52,8 @@ def show(rollout_id: str, show_patch: bool, api_url: str | None, as_json: bool) 
     console = Console()
     head = Table(show_header=False, box=None, pad_edge=False)
     reward = detail["reward"]
+    head.add_column(no_wrap=True)
+    head.add_column(overflow="fold")  # long values wrap, ids stay whole
     for key, value in (
         ("rollout", detail["id"]),
         ("run / step", f"{detail['run_id']} / {detail['step']} (#{detail['index_in_group']} in group)"),
@@ -67,20 +70,23 @@ def show(rollout_id: str, show_patch: bool, api_url: str | None, as_json: bool) 
         head.add_row(Text(key, style="bold"), value)
     console.print(head)
     if reward:
-        tests = Table("list", "test", "outcome", title="tests")
+        tests = Listing([Col("list", whole=True, drop=1), Col("test", keep=True), Col("outcome", whole=True, keep=True)],
+                        title="tests")  # fmt: skip
         for kind, outcomes in reward["tests"].items():
             for test_id, outcome in outcomes.items() if isinstance(outcomes, dict) else []:
                 tests.add_row(kind, test_id, outcome)
-        console.print(tests)
-    calls = Table("chain", "pos", "fork", "api", "prompt", "new", "sampled", "finish", "tools", "version", "ms",
-                  title=f"{len(detail['calls'])} calls in {len(detail['chains'])} chains")  # fmt: skip
+        tests.render(console)
+    # In a narrow terminal the columns to the right go first; chain, position, finish reason and version stay.
+    headers = ("chain", "pos", "fork", "api", "prompt", "new", "sampled", "finish", "tools", "version", "ms")
+    calls = Listing([Col(h, whole=True, keep=h in ("chain", "pos", "finish", "version"), drop=i) for i, h in enumerate(headers)],
+                    title=f"{len(detail['calls'])} calls in {len(detail['chains'])} chains")  # fmt: skip
     for call in detail["calls"]:
         calls.add_row(
             str(call["chain_id"]), str(call["position"]), call["fork_reason"] or "", call["provider_api"],
             str(call["prompt_tokens"]), str(call["suffix_tokens"]), str(call["completion_tokens"]),
             call["finish_reason"], str(call["tool_call_count"]), str(call["policy_version"]), f"{call['total_ms']:.0f}",
         )  # fmt: skip
-    console.print(calls)
+    calls.render(console)
     for link in detail["logs"]:
         console.print(f"log: {link['key']}  {link['url']}", soft_wrap=True)
     if detail["patch"]:

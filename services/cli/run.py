@@ -26,6 +26,7 @@ from rich.text import Text
 
 from services.api.client import ApiClient, ApiClientError, default_api_url
 from services.cli.step_figures import step_figures, step_records
+from services.cli.tables import Col, Listing
 from shared.harnesses import HARNESS_NAMES
 from shared.settings import load_settings
 from shared.statuses import RUN_FINISHED
@@ -139,13 +140,19 @@ def _summary_table(run: dict[str, Any]) -> Table:
                 f"mean {figures.policy_lag_mean:.2f}, max {figures.policy_lag_max} (trained tokens)",
             ),
         ]
+    table.add_column(no_wrap=True)
+    table.add_column(overflow="fold")  # long values wrap, ids stay whole
     for key, value in rows:
         table.add_row(Text(key, style="bold"), value)
     return table
 
 
-def _steps_table(run: dict[str, Any]) -> Table:
-    table = Table("step", "reward", "std", "resolved", "rollouts", title="reward per sampling step")
+def _steps_table(run: dict[str, Any]) -> Listing:
+    table = Listing(
+        [Col("step", whole=True, keep=True), Col("reward", whole=True, keep=True), Col("std", whole=True, drop=2),
+         Col("resolved", whole=True, drop=1), Col("rollouts", whole=True, drop=1)],
+        title="reward per sampling step",
+    )  # fmt: skip
     for point in run["reward_curve"]:
         table.add_row(
             str(point["step"]),
@@ -157,13 +164,16 @@ def _steps_table(run: dict[str, Any]) -> Table:
     return table
 
 
-def _learner_table(run: dict[str, Any]) -> Table:
+def _learner_table(run: dict[str, Any]) -> Listing:
     """Per learner step; ``wall s`` is the step's window (previous commit to this one) and the busy columns the
-    share of it inference (≥ 1 call generating) and the learner (update, publish, commit) were busy."""
-    table = Table(
-        "step", "version", "loss", "kl", "clip", "tokens", "lag mean", "lag max", "time s", "wall s",
-        "inference busy", "learner busy", title="learner steps",
-    )  # fmt: skip
+    share of it inference (≥ 1 call generating) and the learner (update, publish, commit) were busy. In a narrow
+    terminal the columns to the right are left out first (step, version and loss stay)."""
+    headers = ("step", "version", "loss", "kl", "clip", "tokens", "lag mean", "lag max", "time s", "wall s",
+               "inference busy", "learner busy")  # fmt: skip
+    table = Listing(
+        [Col(h, whole=True, keep=i < 3, drop=i, justify="right") for i, h in enumerate(headers)],
+        title="learner steps",
+    )
 
     def fmt(value: float | None, spec: str) -> str:
         return "-" if value is None else format(value, spec)
@@ -179,7 +189,7 @@ def _learner_table(run: dict[str, Any]) -> Table:
     return table
 
 
-def _watch_view(run: dict[str, Any]) -> Group:
+def _watch_view(run: dict[str, Any], width: int) -> Group:
     progress = run["progress"]
     done, total = progress["rollouts_done"], max(progress["rollouts_total"], 1)
     bar = Table.grid(padding=(0, 1))
@@ -193,7 +203,7 @@ def _watch_view(run: dict[str, Any]) -> Group:
         parts += [
             Text("\neval pass@1 (config.eval) by step"),
             Text(reward_chart(_eval_curve(run))),
-            _evals_table(run),
+            _evals_table(run).fitted_table(width),
         ]
     return Group(*parts)
 
@@ -204,10 +214,13 @@ def _eval_curve(run: dict[str, Any]) -> list[float | None]:
     return [by_step.get(step) for step in range(max(by_step) + 1)]
 
 
-def _evals_table(run: dict[str, Any]) -> Table:
-    table = Table(
-        "before step", "version", "pass@1", "95% CI", "samples", "eval", title="evals (config.eval)"
-    )
+def _evals_table(run: dict[str, Any]) -> Listing:
+    table = Listing(
+        [Col("before step", whole=True, drop=1), Col("version", whole=True, drop=2),
+         Col("pass@1", whole=True, keep=True), Col("95% CI", whole=True, drop=3), Col("samples", whole=True, drop=4),
+         Col("eval", whole=True, keep=True)],
+        title="evals (config.eval)",
+    )  # fmt: skip
     for p in run["eval_curve"]:
         done = p["pass_at_1"] is not None
         table.add_row(
@@ -353,11 +366,15 @@ def list_(status: str | None, limit: int, every: bool, api_url: str | None, as_j
     if as_json:
         _print_json({"items": items, "next_cursor": cursor})
         return
-    table = Table("id", "kind", "name", "status", "harness", "steps", "version", "created")
+    table = Listing(
+        [Col("id", whole=True, keep=True), Col("kind", whole=True, drop=3), Col("name", drop=4),
+         Col("status", whole=True, keep=True), Col("harness", whole=True, drop=2), Col("steps", drop=1),
+         Col("version", whole=True, drop=5), Col("created", drop=6)],
+    )  # fmt: skip
     for item in items:
         table.add_row(item["id"], item.get("kind", "train"), item["name"], item["status"], item["harness"],
-                      _step_text(item), str(item["policy_version"]), item["created_at"][:19])  # fmt: skip
-    Console().print(table)
+                      _step_text(item), str(item["policy_version"]), item["created_at"][:19].replace("T", " "))  # fmt: skip
+    table.render()
     if cursor:
         click.echo("more runs: --all")
 
@@ -376,11 +393,11 @@ def status(run_id: str, api_url: str | None, as_json: bool) -> None:
     console = Console()
     console.print(_summary_table(detail))
     if detail["reward_curve"]:
-        console.print(_steps_table(detail))
+        _steps_table(detail).render(console)
     if detail["step_metrics"]:
-        console.print(_learner_table(detail))
+        _learner_table(detail).render(console)
     if detail.get("eval_curve"):
-        console.print(_evals_table(detail))
+        _evals_table(detail).render(console)
 
 
 def watch_run(
@@ -419,7 +436,11 @@ def watch(
             console = Console()
             with Live(console=console, auto_refresh=False) as live:
                 final = watch_run(
-                    client, run_id, interval_s, lambda d: live.update(_watch_view(d), refresh=True), timeout_s
+                    client,
+                    run_id,
+                    interval_s,
+                    lambda d: live.update(_watch_view(d, console.width), refresh=True),
+                    timeout_s,
                 )
     if final["status"] not in FINISHED:
         click.echo(f"harnessrl: run {run_id} still {final['status']} after {timeout_s}s", err=True)
