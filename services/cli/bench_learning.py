@@ -204,8 +204,9 @@ def comparison_table(arms: dict[int, dict[str, Any]], verdict: dict[str, Any]) -
 )
 @click.option(
     "--holdout",
-    type=click.Choice(["bugs", "families"]),
-    help="What the eval split holds out: one unseen bug of every function (default) or whole functions.",
+    type=click.Choice(["families", "bugs"]),
+    help="What the eval split holds out: whole functions never trained on (default: train/eval) or one unseen bug "
+    'of functions trained on (seen_train/seen_eval, the "seen functions" diagnostic).',
 )
 @click.option(
     "--max-policy-lag",

@@ -64,7 +64,7 @@ from shared.trajectory import CUT_BY_LENGTH
 
 DATASET = "swe_micro"
 HARNESS = "codeblock"
-HOLDOUTS = {"bugs": ("train", "eval"), "families": ("train_families", "eval_families")}
+HOLDOUTS = {"families": ("train", "eval"), "bugs": ("seen_train", "seen_eval")}
 
 
 @dataclass(frozen=True)
@@ -87,9 +87,10 @@ class Recipe:
     seed: int = 0
     runner_concurrency: int = 12
     grader_concurrency: int = 2
-    holdout: str = "bugs"
-    """What the eval split holds out: ``bugs`` (``train``/``eval``: one unseen bug of every function) or
-    ``families`` (``train_families``/``eval_families``: functions never trained on)."""
+    holdout: str = "families"
+    """What the eval split holds out: ``families`` (``train``/``eval``: whole functions never trained on, the
+    default) or ``bugs`` (``seen_train``/``seen_eval``: one unseen bug of 16 functions trained on through their other
+    bugs, a "seen functions" diagnostic)."""
     max_policy_lag: int | None = 1
     """The training run's ``grpo.max_policy_lag``: how many versions sampling may run ahead of the learner (None or
     0: on-policy)."""

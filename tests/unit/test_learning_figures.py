@@ -162,12 +162,12 @@ def test_grpo_settings_reach_the_training_runs_config() -> None:
     from services.api.schemas import RunCreate
     from services.cli.learning import training_run_body
 
-    recipe = replace(RECIPE, grpo={"kl_coef": 0.05, "normalize_std": True}, holdout="families")
+    recipe = replace(RECIPE, grpo={"kl_coef": 0.05, "normalize_std": True}, holdout="bugs")
     # The body as the api parses it (JSON in, the route's schema).
     body = RunCreate.model_validate_json(json.dumps(training_run_body(recipe, "policy", ["factorial-1"])))
     assert body.grpo.kl_coef == 0.05 and body.grpo.normalize_std is True
     assert body.grpo.learning_rate == recipe.learning_rate and body.grpo.max_policy_lag == 1
-    assert body.split == "train_families" and body.harness.name == "codeblock"
+    assert body.split == "seen_train" and body.harness.name == "codeblock"
 
 
 def test_the_demo_reward_table_shows_each_learner_steps_dtype() -> None:

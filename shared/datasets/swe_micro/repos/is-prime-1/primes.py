@@ -1,6 +1,6 @@
 def is_prime(n):
     """True if n is a prime number."""
-    if n < 1:
+    if n == 0:
         return False
     for d in range(2, n):
         if n % d == 0:

@@ -7,3 +7,7 @@ def test_positive():
 
 def test_zero():
     assert absolute(0) == 0
+
+
+def test_large_positive():
+    assert absolute(12) == 12

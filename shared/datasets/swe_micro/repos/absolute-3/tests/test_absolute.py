@@ -15,3 +15,7 @@ def test_zero():
 
 def test_fraction():
     assert absolute(-2.5) == 2.5
+
+
+def test_small_negative():
+    assert absolute(-0.25) == 0.25

@@ -15,3 +15,7 @@ def test_zero():
 
 def test_fraction():
     assert absolute(-2.5) == 2.5
+
+
+def test_large_positive():
+    assert absolute(12) == 12

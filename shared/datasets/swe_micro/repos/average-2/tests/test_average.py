@@ -11,3 +11,11 @@ def test_fraction():
 
 def test_single():
     assert average([7]) == 7
+
+
+def test_negative():
+    assert average([-2, 2, 3]) == 1
+
+
+def test_halves():
+    assert average([1, 2, 3, 4]) == 2.5

@@ -7,3 +7,11 @@ def test_empty():
 
 def test_single():
     assert average([7]) == 7
+
+
+def test_negative():
+    assert average([-2, 2, 3]) == 1
+
+
+def test_empty_tuple():
+    assert average(()) == 0.0

@@ -11,3 +11,7 @@ def test_shouting():
 
 def test_one_word():
     assert capitalize_words("python") == "Python"
+
+
+def test_mixed_case():
+    assert capitalize_words("hELLO tHERE") == "Hello There"

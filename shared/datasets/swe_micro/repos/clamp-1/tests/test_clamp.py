@@ -12,3 +12,11 @@ def test_below_low():
 def test_edges():
     assert clamp(0, 0, 10) == 0
     assert clamp(10, 0, 10) == 10
+
+
+def test_far_below():
+    assert clamp(-50, -5, 5) == -5
+
+
+def test_inside_negative():
+    assert clamp(-2, -5, 5) == -2

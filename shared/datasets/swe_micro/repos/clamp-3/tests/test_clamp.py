@@ -12,3 +12,11 @@ def test_above_high():
 def test_edges():
     assert clamp(0, 0, 10) == 0
     assert clamp(10, 0, 10) == 10
+
+
+def test_far_above():
+    assert clamp(100, -5, 5) == 5
+
+
+def test_inside_negative():
+    assert clamp(-2, -5, 5) == -2

@@ -11,3 +11,11 @@ def test_uppercase():
 
 def test_no_vowels():
     assert count_vowels("rhythm") == 0
+
+
+def test_sentence():
+    assert count_vowels("Hello World") == 3
+
+
+def test_empty():
+    assert count_vowels("") == 0

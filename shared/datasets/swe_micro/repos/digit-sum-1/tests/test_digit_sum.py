@@ -11,3 +11,7 @@ def test_zero():
 
 def test_large():
     assert digit_sum(9081) == 18
+
+
+def test_single():
+    assert digit_sum(7) == 7

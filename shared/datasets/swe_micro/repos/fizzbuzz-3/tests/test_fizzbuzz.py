@@ -11,3 +11,15 @@ def test_fizzbuzz():
 
 def test_number():
     assert fizzbuzz(7) == "7"
+
+
+def test_three():
+    assert fizzbuzz(3) == "Fizz"
+
+
+def test_fifteen():
+    assert fizzbuzz(15) == "FizzBuzz"
+
+
+def test_one():
+    assert fizzbuzz(1) == "1"

@@ -11,3 +11,11 @@ def test_buzz():
 
 def test_number():
     assert fizzbuzz(7) == "7"
+
+
+def test_three():
+    assert fizzbuzz(3) == "Fizz"
+
+
+def test_five():
+    assert fizzbuzz(5) == "Buzz"

@@ -11,3 +11,7 @@ def test_zero_first():
 
 def test_equal():
     assert gcd(10, 10) == 10
+
+
+def test_zero_first_six():
+    assert gcd(0, 6) == 6

@@ -15,3 +15,11 @@ def test_zero_first():
 
 def test_equal():
     assert gcd(10, 10) == 10
+
+
+def test_larger_first():
+    assert gcd(48, 36) == 12
+
+
+def test_zero_first_six():
+    assert gcd(0, 6) == 6

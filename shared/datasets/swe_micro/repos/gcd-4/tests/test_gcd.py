@@ -11,3 +11,7 @@ def test_zero_second():
 
 def test_equal():
     assert gcd(10, 10) == 10
+
+
+def test_coprime_larger():
+    assert gcd(9, 28) == 1

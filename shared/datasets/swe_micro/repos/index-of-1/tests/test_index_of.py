@@ -11,3 +11,11 @@ def test_first():
 
 def test_repeated():
     assert index_of([4, 7, 7], 7) == 1
+
+
+def test_last():
+    assert index_of([1, 2, 3], 3) == 2
+
+
+def test_first_string():
+    assert index_of(["x", "y"], "x") == 0

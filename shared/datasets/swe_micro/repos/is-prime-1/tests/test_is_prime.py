@@ -15,3 +15,15 @@ def test_nine():
 
 def test_four():
     assert is_prime(4) is False
+
+
+def test_zero():
+    assert is_prime(0) is False
+
+
+def test_eight():
+    assert is_prime(8) is False
+
+
+def test_thirteen():
+    assert is_prime(13) is True

@@ -15,3 +15,15 @@ def test_nine():
 
 def test_one():
     assert is_prime(1) is False
+
+
+def test_negative():
+    assert is_prime(-7) is False
+
+
+def test_zero():
+    assert is_prime(0) is False
+
+
+def test_thirteen():
+    assert is_prime(13) is True

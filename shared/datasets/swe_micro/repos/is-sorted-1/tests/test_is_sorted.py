@@ -15,3 +15,11 @@ def test_empty():
 
 def test_last_pair():
     assert is_sorted([1, 2, 5, 4]) is False
+
+
+def test_last_two():
+    assert is_sorted([0, 9, 8]) is False
+
+
+def test_single():
+    assert is_sorted([4]) is True

@@ -11,3 +11,11 @@ def test_equal_neighbours():
 
 def test_empty():
     assert is_sorted([]) is True
+
+
+def test_equal_pair():
+    assert is_sorted([3, 3]) is True
+
+
+def test_single():
+    assert is_sorted([4]) is True

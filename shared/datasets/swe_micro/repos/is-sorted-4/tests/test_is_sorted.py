@@ -7,3 +7,7 @@ def test_unsorted():
 
 def test_last_pair():
     assert is_sorted([1, 2, 5, 4]) is False
+
+
+def test_last_two():
+    assert is_sorted([0, 9, 8]) is False

@@ -11,3 +11,15 @@ def test_common_year():
 
 def test_four_hundred():
     assert is_leap_year(2000) is True
+
+
+def test_year_2400():
+    assert is_leap_year(2400) is True
+
+
+def test_year_1996():
+    assert is_leap_year(1996) is True
+
+
+def test_year_2019():
+    assert is_leap_year(2019) is False

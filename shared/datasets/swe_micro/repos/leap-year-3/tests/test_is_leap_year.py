@@ -7,3 +7,11 @@ def test_common_year():
 
 def test_century():
     assert is_leap_year(1900) is False
+
+
+def test_century_2100():
+    assert is_leap_year(2100) is False
+
+
+def test_year_2019():
+    assert is_leap_year(2019) is False

@@ -11,3 +11,15 @@ def test_negatives():
 
 def test_single():
     assert max_value([7]) == 7
+
+
+def test_duplicates():
+    assert max_value([4, 4, 1]) == 4
+
+
+def test_last_largest():
+    assert max_value([1, 2, 8]) == 8
+
+
+def test_two_negatives():
+    assert max_value([-10, -7]) == -7

@@ -7,3 +7,11 @@ def test_empty():
 
 def test_single():
     assert max_value([7]) == 7
+
+
+def test_duplicates():
+    assert max_value([4, 4, 1]) == 4
+
+
+def test_empty_tuple():
+    assert max_value(()) is None

@@ -7,3 +7,11 @@ def test_simple():
 
 def test_not_palindrome():
     assert is_palindrome("python") is False
+
+
+def test_hello():
+    assert is_palindrome("Hello") is False
+
+
+def test_empty():
+    assert is_palindrome("") is True

@@ -11,3 +11,15 @@ def test_mixed_case():
 
 def test_not_palindrome():
     assert is_palindrome("python") is False
+
+
+def test_hello():
+    assert is_palindrome("Hello") is False
+
+
+def test_empty():
+    assert is_palindrome("") is True
+
+
+def test_capital_word():
+    assert is_palindrome("Noon") is True

@@ -11,3 +11,15 @@ def test_mixed_case():
 
 def test_sentence():
     assert is_palindrome("Never odd or even") is True
+
+
+def test_punctuation():
+    assert is_palindrome("A man, a plan, a canal: Panama") is True
+
+
+def test_empty():
+    assert is_palindrome("") is True
+
+
+def test_capital_word():
+    assert is_palindrome("Noon") is True

@@ -11,3 +11,7 @@ def test_all():
 
 def test_none():
     assert percentage(0, 5) == 0.0
+
+
+def test_quarter():
+    assert percentage(1, 4) == 25.0

@@ -11,3 +11,11 @@ def test_three_words():
 
 def test_single():
     assert reverse_words("alone") == "alone"
+
+
+def test_four_words():
+    assert reverse_words("one two three four") == "four three two one"
+
+
+def test_empty():
+    assert reverse_words("") == ""

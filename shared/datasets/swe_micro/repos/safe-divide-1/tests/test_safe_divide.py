@@ -11,3 +11,11 @@ def test_zero_divisor():
 
 def test_negative():
     assert safe_divide(-6, 2) == -3
+
+
+def test_zero_numerator():
+    assert safe_divide(0, 5) == 0
+
+
+def test_negative_by_zero():
+    assert safe_divide(-3, 0) is None

@@ -11,3 +11,7 @@ def test_fraction():
 
 def test_negative():
     assert safe_divide(-6, 2) == -3
+
+
+def test_half():
+    assert safe_divide(7, 2) == 3.5

@@ -11,3 +11,11 @@ def test_fraction():
 
 def test_negative():
     assert safe_divide(-6, 2) == -3
+
+
+def test_zero_numerator():
+    assert safe_divide(0, 5) == 0
+
+
+def test_half():
+    assert safe_divide(7, 2) == 3.5

@@ -11,3 +11,11 @@ def test_zero():
 
 def test_small():
     assert sign(0.5) == 1
+
+
+def test_one():
+    assert sign(1) == 1
+
+
+def test_float_zero():
+    assert sign(0.0) == 0

@@ -11,3 +11,15 @@ def test_negative():
 
 def test_small():
     assert sign(0.5) == 1
+
+
+def test_big_negative():
+    assert sign(-100) == -1
+
+
+def test_tiny_negative():
+    assert sign(-0.5) == -1
+
+
+def test_one():
+    assert sign(1) == 1

@@ -7,3 +7,7 @@ def test_small():
 
 def test_empty():
     assert square_all([]) == []
+
+
+def test_ten():
+    assert square_all([10]) == [100]

@@ -11,3 +11,11 @@ def test_all_odd():
 
 def test_empty():
     assert sum_of_evens([]) == 0
+
+
+def test_zeros():
+    assert sum_of_evens([0, 0, 7]) == 0
+
+
+def test_larger():
+    assert sum_of_evens([10, 11, 12]) == 22

@@ -11,3 +11,7 @@ def test_exact():
 
 def test_empty():
     assert truncate("", 3) == ""
+
+
+def test_fits_two():
+    assert truncate("ab", 2) == "ab"

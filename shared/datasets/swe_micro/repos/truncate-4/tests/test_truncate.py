@@ -7,3 +7,11 @@ def test_long():
 
 def test_empty():
     assert truncate("", 3) == ""
+
+
+def test_three():
+    assert truncate("abcdef", 3) == "abc..."
+
+
+def test_one_over():
+    assert truncate("abcd", 3) == "abc..."

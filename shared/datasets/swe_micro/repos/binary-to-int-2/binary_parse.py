@@ -1,0 +1,6 @@
+def binary_to_int(bits):
+    """Value of a string of binary digits: "101" -> 5 ("" -> 0)."""
+    value = 0
+    for bit in reversed(bits):
+        value = value * 2 + int(bit)
+    return value

@@ -1,0 +1,25 @@
+from tallies import count_char
+
+
+def test_banana():
+    assert count_char("banana", "a") == 3
+
+
+def test_mississippi():
+    assert count_char("Mississippi", "s") == 4
+
+
+def test_capital_text():
+    assert count_char("Apple", "a") == 1
+
+
+def test_shouting():
+    assert count_char("APPLE", "p") == 2
+
+
+def test_empty():
+    assert count_char("", "x") == 0
+
+
+def test_absent():
+    assert count_char("hello", "z") == 0

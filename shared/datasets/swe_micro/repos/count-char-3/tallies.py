@@ -1,0 +1,3 @@
+def count_char(text, char):
+    """How many times char occurs in text, ignoring case."""
+    return text.lower().find(char.lower())

@@ -1,0 +1,13 @@
+from capitals import count_upper
+
+
+def test_empty():
+    assert count_upper("") == 0
+
+
+def test_all_upper():
+    assert count_upper("ABC") == 3
+
+
+def test_single():
+    assert count_upper("Q") == 1

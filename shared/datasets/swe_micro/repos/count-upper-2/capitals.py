@@ -1,0 +1,7 @@
+def count_upper(text):
+    """Number of uppercase letters in text."""
+    count = 0
+    for ch in text:
+        if ch == ch.upper():
+            count += 1
+    return count

@@ -1,0 +1,6 @@
+def flatten_once(lists):
+    """The items of the inner lists, in order, in one list (one level deep)."""
+    result = []
+    for inner in lists:
+        result.append(inner)
+    return result

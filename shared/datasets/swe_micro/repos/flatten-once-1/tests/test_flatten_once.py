@@ -1,0 +1,5 @@
+from nesting import flatten_once
+
+
+def test_empty():
+    assert flatten_once([]) == []

@@ -1,0 +1,5 @@
+from names import initials
+
+
+def test_empty():
+    assert initials("") == ""

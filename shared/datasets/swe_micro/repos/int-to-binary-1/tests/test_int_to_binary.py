@@ -1,0 +1,21 @@
+from binary_format import int_to_binary
+
+
+def test_zero():
+    assert int_to_binary(0) == "0"
+
+
+def test_one():
+    assert int_to_binary(1) == "1"
+
+
+def test_five():
+    assert int_to_binary(5) == "101"
+
+
+def test_byte():
+    assert int_to_binary(255) == "11111111"
+
+
+def test_minus_one():
+    assert int_to_binary(-1) == "-1"

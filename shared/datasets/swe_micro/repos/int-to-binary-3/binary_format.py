@@ -1,0 +1,10 @@
+def int_to_binary(n):
+    """The binary digits of n as a string: 5 -> "101", -5 -> "-101", 0 -> "0"."""
+    if n == 0:
+        return "0"
+    sign = "-" if n < 0 else ""
+    digits = ""
+    while n > 0:
+        digits = str(n % 2) + digits
+        n //= 2
+    return sign + digits

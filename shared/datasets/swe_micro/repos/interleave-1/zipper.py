@@ -1,0 +1,9 @@
+def interleave(a, b):
+    """Items of a and b alternately, starting with a; the rest of the longer list comes at the end."""
+    result = []
+    for i in range(min(len(a), len(b))):
+        if i < len(a):
+            result.append(a[i])
+        if i < len(b):
+            result.append(b[i])
+    return result

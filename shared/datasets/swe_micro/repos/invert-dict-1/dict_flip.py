@@ -1,0 +1,6 @@
+def invert_dict(mapping):
+    """Swap keys and values; when a value repeats, the first key with it wins."""
+    inverted = {}
+    for key, value in mapping.items():
+        inverted[value] = key
+    return inverted

@@ -1,0 +1,7 @@
+def letter_histogram(text):
+    """How often each letter occurs in text, ignoring case: {letter: count}; other characters are ignored."""
+    counts = {}
+    for ch in text.lower():
+        if ch.isalpha():
+            counts[ch] = counts.get(ch, 1) + 1
+    return counts

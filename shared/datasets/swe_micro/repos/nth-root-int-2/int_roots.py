@@ -1,0 +1,6 @@
+def nth_root_int(x, n):
+    """The largest integer r >= 0 with r ** n <= x, for x >= 0 and n >= 1."""
+    r = 0
+    while r ** n <= x:
+        r += 1
+    return r

@@ -1,0 +1,5 @@
+from products import product
+
+
+def test_zero():
+    assert product([1, 0, 7]) == 0

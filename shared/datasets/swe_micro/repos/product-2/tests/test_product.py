@@ -1,0 +1,5 @@
+from products import product
+
+
+def test_empty():
+    assert product([]) == 1

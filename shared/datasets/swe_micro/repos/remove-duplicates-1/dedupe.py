@@ -1,0 +1,8 @@
+def remove_duplicates(items):
+    """The items without repeats, in the order of their first occurrence."""
+    seen = set()
+    result = []
+    for item in items:
+        if item not in seen:
+            result.append(item)
+    return result

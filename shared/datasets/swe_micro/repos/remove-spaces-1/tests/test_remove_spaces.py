@@ -1,0 +1,9 @@
+from despace import remove_spaces
+
+
+def test_empty():
+    assert remove_spaces("") == ""
+
+
+def test_only_spaces():
+    assert remove_spaces("   ") == ""

@@ -1,0 +1,5 @@
+def rotate_left(items, steps):
+    """items rotated left by steps positions (steps may exceed the length)."""
+    if not items:
+        return []
+    return items[steps:] + items[:steps]

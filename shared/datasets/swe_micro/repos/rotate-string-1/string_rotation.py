@@ -1,0 +1,4 @@
+def rotate_string(text, k):
+    """text rotated right by k places: rotate_string("abcde", 2) -> "deabc" (negative k rotates left)."""
+    k %= len(text)
+    return text[-k:] + text[:-k]

@@ -1,0 +1,17 @@
+from string_rotation import rotate_string
+
+
+def test_zero():
+    assert rotate_string("abcde", 0) == "abcde"
+
+
+def test_full_turn():
+    assert rotate_string("abcde", 5) == "abcde"
+
+
+def test_empty():
+    assert rotate_string("", 3) == ""
+
+
+def test_single_char():
+    assert rotate_string("a", 4) == "a"

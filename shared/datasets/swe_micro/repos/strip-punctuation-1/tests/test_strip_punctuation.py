@@ -1,0 +1,26 @@
+from depunct import strip_punctuation
+
+
+def test_plain():
+    assert strip_punctuation("hello") == "hello"
+
+
+def test_trailing():
+    assert strip_punctuation("hello!") == "hello"
+    assert strip_punctuation("end.") == "end"
+
+
+def test_both_ends():
+    assert strip_punctuation("...wait...") == "wait"
+
+
+def test_inner_kept():
+    assert strip_punctuation("don't") == "don't"
+
+
+def test_quotes():
+    assert strip_punctuation("'quoted'") == "quoted"
+
+
+def test_double_quotes():
+    assert strip_punctuation('"yes,"') == "yes"

@@ -1,0 +1,6 @@
+def sum_of_squares(numbers):
+    """Sum of the squares of the numbers (0 for an empty list)."""
+    total = 0
+    for n in numbers:
+        total = n * n
+    return total

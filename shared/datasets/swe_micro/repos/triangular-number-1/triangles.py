@@ -1,0 +1,6 @@
+def triangular_number(n):
+    """1 + 2 + ... + n for n >= 0 (0 for n == 0)."""
+    total = 0
+    for i in range(1, n):
+        total += i
+    return total
