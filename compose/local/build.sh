@@ -7,7 +7,7 @@
 #   harnessrl-local/python:3.11-bookworm   stands in for python:3.11-slim-bookworm (the project image's base)
 #   harnessrl-local/postgres:15-bookworm   stands in for postgres:16-bookworm
 #   harnessrl-local/redis:7-bookworm       stands in for redis:7-bookworm
-#   harnessrl-local/s3:moto                stands in for minio/minio (moto's S3 server)
+#   harnessrl-local/s3:nanio               stands in for minio/minio (nanio: S3 on disk)
 #   harnessrl-local/harnessrl:cpu          compose/Dockerfile on the Python stand-in, CPU vLLM, no harness CLIs
 #                                          (HARNESSRL_INSTALL_HARNESSES=1 adds them)
 #
@@ -97,7 +97,7 @@ make_local_base
 build "$PYTHON_BASE" "$HERE/python.Dockerfile" "$HERE"
 build harnessrl-local/postgres:15-bookworm "$HERE/postgres.Dockerfile" "$HERE"
 build harnessrl-local/redis:7-bookworm "$HERE/redis.Dockerfile" "$HERE"
-build harnessrl-local/s3:moto "$HERE/s3.Dockerfile" "$HERE"
+build harnessrl-local/s3:nanio "$HERE/s3.Dockerfile" "$HERE"
 
 FIND_LINKS_ARGS=()
 serve_find_links

@@ -195,7 +195,10 @@ class LearnerController:
         learner.proc = None
         if code == 0 or not needed:
             self.say(f"the learner of run {learner.run_id} exited with code {code}; its run is over")
-            return needed  # exit 0 with the run still on: started again on this tick
+            # Exit 0 comes with the run's end, which the list read before this pass may not show yet: the next
+            # pass reads it again and starts the learner again only if the run still needs one.
+            learner.restart_at = time.monotonic() + BACKOFF_FIRST_S
+            return needed
         how = f"signal {-code}" if code < 0 else f"exit code {code}"
         ran_s = time.monotonic() - learner.started_at
         learner.failures = 1 if ran_s >= self.healthy_after_s else learner.failures + 1

@@ -19,7 +19,18 @@ pytestmark = pytest.mark.compose
 PUBLISHED = COMPOSE_DIR / "docker-compose.yml"
 GPU = COMPOSE_DIR / "docker-compose.gpu.yml"
 LOCAL = COMPOSE_DIR / "docker-compose.local.yml"
-SERVICES = ["postgres", "redis", "minio", "migrations", "inference", "gateway", "api", "runner", "grader"]
+SERVICES = [
+    "postgres",
+    "redis",
+    "minio",
+    "migrations",
+    "inference",
+    "gateway",
+    "api",
+    "runner",
+    "grader",
+    "learners",
+]
 
 
 def config(command: list[str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -40,6 +40,7 @@ LONG_RUNNING = {
     "api",
     "runner",
     "grader",
+    "learners",
 }
 
 
@@ -134,7 +135,7 @@ def test_every_reference_in_the_compose_file_exists() -> None:
 def test_the_stack_has_every_service_with_health_gated_startup() -> None:
     services = load(COMPOSE_FILE.read_text())["services"]
     assert LONG_RUNNING | {"migrations", "learner"} == set(services)
-    for name in ("api", "gateway", "runner", "grader", "learner"):
+    for name in ("api", "gateway", "runner", "grader", "learners", "learner"):
         assert services[name]["depends_on"]["migrations"]["condition"] == "service_completed_successfully"
         assert services[name]["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert services["migrations"]["command"] == ["harnessrl", "db", "upgrade"]
@@ -162,11 +163,11 @@ def test_the_gpu_file_only_adds_gpus_and_the_cuda_build() -> None:
     gpu = load(GPU_FILE.read_text())["services"]
     assert gpu["migrations"] == {"build": {"args": {"VLLM_DEVICE": "cuda"}}}
     assert base["migrations"]["build"]["args"]["VLLM_DEVICE"] == "cpu"
-    for name in ("inference", "learner"):
+    for name in ("inference", "learners", "learner"):
         assert set(gpu[name]) == {"deploy"}
         device = gpu[name]["deploy"]["resources"]["reservations"]["devices"][0]
         assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
-    assert set(gpu) == {"migrations", "inference", "learner"}
+    assert set(gpu) == {"migrations", "inference", "learners", "learner"}
 
 
 def test_the_local_override_changes_images_and_networking_only() -> None:
