@@ -1,7 +1,8 @@
 """The ``harnessrl up`` supervisor with real child processes: readiness, merged logs, crash report + restart,
-clean stop, and the embedded Redis fallback."""
+clean stop, the learner controller as one of ``up``'s services, and the embedded Redis fallback."""
 
 import os
+import re
 import signal
 import sys
 import time
@@ -11,6 +12,7 @@ import pytest
 
 from services.cli.embedded import redis_reachable, start_redis
 from services.cli.supervisor import ServiceFailed, ServiceSpec, Supervisor, http_ready, log_ready
+from services.cli.up import settings_env, suite_specs
 from tests.fixtures.services import free_port
 
 pytestmark = pytest.mark.integration
@@ -76,6 +78,43 @@ def test_finished_service_is_not_restarted(tmp_path: Path) -> None:
     assert sup.poll() == []
     assert "learner-x" not in sup.running
     sup.stop_all()
+
+
+@pytest.mark.slow
+def test_up_starts_learners_through_the_controller_and_its_stop_ends_them(  # type: ignore[no-untyped-def]
+    settings, store, redis_client, tiny_model_dir, tmp_path: Path
+) -> None:
+    """``up``'s ``learners`` service is the learner controller: a training run gets its learner without anyone
+    starting one, and stopping the suite ends the learner too."""
+    from shared.db import make_engine, session_factory
+    from shared.ids import new_id
+    from shared.scratch_db import scratch_database
+    from tests.fixtures.learner import LearnerRun
+
+    [spec] = [spec for spec in suite_specs(settings) if spec.name == "learners"]
+    with scratch_database(settings.database_url, prefix="harnessrl_up_learners") as url:
+        engine = make_engine(url)
+        scratch = settings.model_copy(update={"database_url": url})
+        run = LearnerRun(
+            session_factory(engine), store, redis_client, new_id("run"), {"model_dir": str(tiny_model_dir)}
+        )
+        sup = Supervisor(tmp_path / "up.log", settings_env(scratch), echo=False)
+        try:
+            sup.start(spec)
+            started = f"started the learner of run {run.run_id}, pid "
+            deadline = time.monotonic() + 60
+            while started not in "\n".join(sup.running["learners"].tail) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            log = "\n".join(sup.running["learners"].tail)
+            match = re.search(re.escape(started) + r"(\d+)", log)
+            assert match, log
+            learner_pid = int(match.group(1))
+            os.kill(learner_pid, 0)  # running
+        finally:
+            sup.stop_all()
+            engine.dispose()
+    with pytest.raises(ProcessLookupError):
+        os.kill(learner_pid, 0)
 
 
 def test_embedded_redis_starts_when_none_is_configured(tmp_path: Path) -> None:
