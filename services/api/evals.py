@@ -301,7 +301,9 @@ async def eval_samples(session: AsyncSession, eval_id: str) -> EvalSamples:
         raise NotFound(f"no eval {eval_id!r}")
     rows = (
         await session.execute(
-            select(Task.instance_id, Rollout.index_in_group, Rollout.sampling_seed, Reward.resolved)
+            select(
+                Task.instance_id, Rollout.id, Rollout.index_in_group, Rollout.sampling_seed, Reward.resolved
+            )
             .join(Task, Task.id == Rollout.task_id)
             .outerjoin(Reward, Reward.rollout_id == Rollout.id)
             .where(Rollout.run_id == eval_id)
@@ -309,8 +311,10 @@ async def eval_samples(session: AsyncSession, eval_id: str) -> EvalSamples:
         )
     ).all()
     samples = [
-        EvalSample(instance_id=instance_id, index=index, sampling_seed=seed, passed=resolved)
-        for instance_id, index, seed, resolved in rows
+        EvalSample(
+            instance_id=instance_id, rollout_id=rollout_id, index=index, sampling_seed=seed, passed=resolved
+        )
+        for instance_id, rollout_id, index, seed, resolved in rows
     ]
     return EvalSamples(eval_id=eval_id, samples=samples)
 

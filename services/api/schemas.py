@@ -275,6 +275,9 @@ class EvalSample(BaseModel):
     """One sample of an eval: what ``harnessrl eval compare`` pairs with the same sample of another eval."""
 
     instance_id: str = Field(description="The task's instance id.")
+    rollout_id: str = Field(
+        description="The sample's rollout (GET /v1/rollouts/{id}: its patch, calls, reward)."
+    )
     index: int = Field(
         description="The sample's index among the task's samples (its rollout's index in group)."
     )

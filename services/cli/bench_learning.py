@@ -34,7 +34,14 @@ from typing import Any
 
 import click
 
-from services.cli.learning_seeds import paired_figures, plot_seeds, report, report_table, write_tensorboard
+from services.cli.learning_seeds import (
+    paired_figures,
+    plot_seeds,
+    reference_share,
+    report,
+    report_table,
+    write_tensorboard,
+)
 from services.cli.step_figures import StepFigures, step_figures
 from shared.machine import describe_machine
 
@@ -194,6 +201,11 @@ def comparison_table(arms: dict[int, dict[str, Any]], verdict: dict[str, Any]) -
     "--pool", is_flag=True,
     help="Pool the JSON outputs (FILES) of earlier --seeds/--json invocations; runs nothing.",
 )  # fmt: skip
+@click.option(
+    "--controls/--no-controls", default=True, show_default=True,
+    help="Per run, the last version's answers equal to a training reference and its pass@1 with the issue "
+    "withheld (one more eval).",
+)  # fmt: skip
 @click.argument("pool_files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
     "--bf16-autocast",
@@ -239,6 +251,7 @@ def bench_learning(
     seeds_list: str | None,
     pool: bool,
     pool_files: tuple[Path, ...],
+    controls: bool,
     **overrides: Any,
 ) -> None:
     """Eval version 0, train, eval the last version on SmolLM2-135M-Instruct; figures and a PNG.
@@ -275,19 +288,19 @@ def bench_learning(
         records = []
         for seed in seeds:
             png = None if out is None else out.with_name(f"{out.stem}-seed{seed}{out.suffix}")
-            records.append(arm(settings, replace(recipe, seed=seed), png, quiet))
+            records.append(arm(settings, replace(recipe, seed=seed), png, quiet, controls))
             records[-1].pop("table")
         emit_report(settings, records, out, as_json)
         return
     if not compare_lags:
-        figures = arm(settings, recipe, out, quiet)
+        figures = arm(settings, recipe, out, quiet, controls)
         one_table = figures.pop("table")
         click.echo(json.dumps(figures, default=str) if as_json else one_table)
         return
     arms = {}
     for lag in COMPARED_LAGS:
         png = None if out is None else out.with_name(f"{out.stem}-lag{lag}{out.suffix}")
-        arms[lag] = arm(settings, replace(recipe, max_policy_lag=lag), png, quiet)
+        arms[lag] = arm(settings, replace(recipe, max_policy_lag=lag), png, quiet, controls)
         arms[lag].pop("table")
     verdict = comparison(arms)
     if as_json:
@@ -296,7 +309,41 @@ def bench_learning(
         click.echo(comparison_table(arms, verdict))
 
 
-def arm(settings: Any, recipe: Any, out: Path | None, quiet: bool) -> dict[str, Any]:
+def _controls_rows(controls: dict[str, Any] | None) -> str:
+    if controls is None:
+        return ""
+    ref, withheld = controls["reference_answers"], controls["issue_withheld"]
+    share = "-" if ref["share"] is None else f"{ref['share']:.1%}"
+    return (
+        f"\n| control: last version's answers equal to a training reference function | {share} "
+        f"({ref['equal_to_training_reference']}/{ref['answers']}; {ref['unreadable_patches']} patches unreadable) |"
+        f"\n| control: pass@1 of the last version, issue text withheld | {withheld['pass_at_1']:.1%} "
+        f"({withheld['passed']}/{withheld['samples']}) |"
+    )
+
+
+def run_controls(suite: Any, settings: Any, recipe: Any, result: Any, progress_for: Any) -> dict[str, Any]:
+    """The two controls of the last version (``services/cli/learning_seeds.py``): its answers equal to a training
+    reference function, and its pass@1 with the issue text withheld (one more eval, same seed)."""
+    from services.cli.learning import DATASET, evaluate
+    from shared.datasets import load_dataset
+
+    split = recipe.splits[1]
+    total = len(load_dataset(DATASET, split)) * recipe.eval_samples
+    withheld = evaluate(
+        suite, settings, recipe, split, "eval-after-issue-withheld", progress_for("eval last version, issue withheld",
+        total), result.train_run, issue="withheld",
+    )  # fmt: skip
+    return {
+        "reference_answers": reference_share(settings, recipe, result.eval_after.run_id),
+        "issue_withheld": {"eval": withheld.run_id, "passed": withheld.passed, "samples": withheld.samples,
+                           "pass_at_1": withheld.pass_at_1, "interval_95": list(withheld.interval)},
+    }  # fmt: skip
+
+
+def arm(
+    settings: Any, recipe: Any, out: Path | None, quiet: bool, with_controls: bool = True
+) -> dict[str, Any]:
     """One learning procedure in a suite of its own: its figures (``LearningResult.as_dict`` plus the training
     run's time figures, the machine, the PNG) and, under ``table``, the one-arm table."""
     from rich.console import Console
@@ -322,11 +369,15 @@ def arm(settings: Any, recipe: Any, out: Path | None, quiet: bool) -> dict[str, 
         png = plot(result, out or suite.settings.data_dir / "bench" / f"learning-{result.train_run}.png")
         rows = training_rows(suite.settings, result.train_run)
         paired = paired_figures(suite.settings, result.eval_before.run_id, result.eval_after.run_id)
+        controls = None
+        if with_controls:
+            controls = run_controls(suite, suite.settings, recipe, result, progress_for)
     timing = step_figures(rows)
     split = cpu_split(settings)
     figures = result.as_dict() | {
         "seed": recipe.seed,
         "paired": paired,
+        "controls": controls,
         "timing": None if timing is None else timing.as_dict(),
         "groups_stale": sum(r["groups_stale"] for r in rows),
         "pinned_cpus": None
@@ -338,7 +389,9 @@ def arm(settings: Any, recipe: Any, out: Path | None, quiet: bool) -> dict[str, 
         "total_wall_s": time.monotonic() - started,
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
     }
-    figures["table"] = table(result, machine_start, figures["machine_end"], png, timing, paired)
+    figures["table"] = table(
+        result, machine_start, figures["machine_end"], png, timing, paired
+    ) + _controls_rows(controls)
     return figures
 
 

@@ -10,6 +10,11 @@ their comparison (``shared/paired_stats.py``: Δ pass@1, per-task cluster bootst
 the comparison over every seed's pairs (each task one cluster holding its pairs of every seed), the mean ± sd of
 Δ across seeds, each seed's training reward last 3 − first 3, the reward curves per seed and their mean (by step,
 over the steps every seed has), and the wall time per seed and in total.
+
+Two controls per seed (``controls``), on the last version's eval answers: the share equal to a training task's
+reference function (``shared/reference_answers.py``; near 0 when the eval split shares no function with training),
+and pass@1 of the last version with the issue text withheld (``RunSpec.issue``: one fixed line instead of each
+task's problem statement; what the policy solves from the code alone or from answers learned by heart).
 """
 
 from __future__ import annotations
@@ -39,6 +44,50 @@ def paired_figures(settings: Settings, before_eval: str, after_eval: str) -> dic
     }
 
 
+def reference_share(settings: Settings, recipe: Any, after_eval: str) -> dict[str, Any]:
+    """The share of the last version's eval answers (graded samples) whose changed function equals a training
+    task's reference function (normalized); answers whose patch does not apply count apart."""
+    from services.cli.learning import api
+
+    graded = [
+        s
+        for s in api(settings, "GET", f"/v1/evals/{after_eval}/samples")["samples"]
+        if s["passed"] is not None
+    ]
+    answers = [
+        (
+            s["instance_id"],
+            (api(settings, "GET", f"/v1/rollouts/{s['rollout_id']}").get("patch") or {}).get("text"),
+        )
+        for s in graded
+    ]
+    return reference_matches(recipe, [(task, patch or "") for task, patch in answers])
+
+
+def reference_matches(recipe: Any, answers: list[tuple[str, str]]) -> dict[str, Any]:
+    """Of ``answers`` ((instance id, patch) of tasks of the recipe's datasets), how many change a function into
+    one a reference fix of the recipe's train split writes."""
+    from services.cli.learning import DATASET
+    from shared.datasets import load_dataset, reference_patch
+    from shared.reference_answers import PatchMismatch, patched_functions, reference_functions
+
+    tasks = {t.instance_id: t for t in load_dataset(DATASET)}
+    train = load_dataset(DATASET, recipe.splits[0])
+    references = reference_functions(
+        (Path(t.source.path), reference_patch(DATASET, t.instance_id)) for t in train
+    )
+    equal = unreadable = 0
+    for instance_id, patch in answers:
+        try:
+            equal += bool(patched_functions(Path(tasks[instance_id].source.path), patch) & references)
+        except PatchMismatch:
+            unreadable += 1
+    return {
+        "answers": len(answers), "equal_to_training_reference": equal, "unreadable_patches": unreadable,
+        "share": equal / len(answers) if answers else None, "training_references": len(references),
+    }  # fmt: skip
+
+
 def _pairs(record: dict[str, Any]) -> dict[str, list[Pair]]:
     return {t: [(bool(a), bool(b)) for a, b in ps] for t, ps in record["paired"][PAIRS_KEY].items()}
 
@@ -65,6 +114,8 @@ def report(seeds: list[dict[str, Any]]) -> dict[str, Any]:
             "pass_at_1_before": r["paired"]["pass_at_1_a"], "pass_at_1_after": r["paired"]["pass_at_1_b"],
             "reward_rise_last3_vs_first3": r["reward_rise_last3_vs_first3"], "wall_s": r["total_wall_s"],
             "train_run": r["train_run"],
+            "reference_answer_share": (r.get("controls") or {}).get("reference_answers", {}).get("share"),
+            "pass_at_1_issue_withheld": (r.get("controls") or {}).get("issue_withheld", {}).get("pass_at_1"),
         }
         for r in ordered
     ]  # fmt: skip
@@ -82,6 +133,10 @@ def report(seeds: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
 def _points(value: float) -> str:
     return f"{100 * value:+.1f}"
 
@@ -89,15 +144,17 @@ def _points(value: float) -> str:
 def report_table(figures: dict[str, Any]) -> str:
     """The report as text: one line per seed, then the pooled figures."""
     lines = [
-        "| seed | version 0 → last | Δ pass@1 (points) | paired 95% CI | McNemar p | reward last 3 − first 3 | wall |",
-        "|---|---|---|---|---|---|---|",
+        "| seed | version 0 → last | Δ pass@1 (points) | paired 95% CI | McNemar p | reward last 3 − first 3 "
+        "| answers = a training reference | pass@1, issue withheld | wall |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for s in figures["per_seed"]:
         lo, hi = s["interval_95"]
         lines.append(
             f"| {s['seed']} | {s['pass_at_1_before']:.1%} → {s['pass_at_1_after']:.1%} | {_points(s['delta'])} | "
             f"{_points(lo)} to {_points(hi)}{' (within noise)' if s['within_noise'] else ''} | "
-            f"{s['mcnemar_p']:.3g} | {s['reward_rise_last3_vs_first3']:+.3f} | {s['wall_s'] / 60:.1f} min |"
+            f"{s['mcnemar_p']:.3g} | {s['reward_rise_last3_vs_first3']:+.3f} | {_share(s['reference_answer_share'])} | "
+            f"{_share(s['pass_at_1_issue_withheld'])} | {s['wall_s'] / 60:.1f} min |"
         )
     p, spread = figures["pooled"], figures["across_seeds"]
     lo, hi = p["interval_95"]

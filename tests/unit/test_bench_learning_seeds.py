@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from services.cli.bench_learning import bench_learning
+from services.cli.learning import RECIPE
 from services.cli.learning_seeds import PAIRS_KEY, report, report_table
 from shared.paired_stats import Pair, compare, compare_pooled
 from shared.tensorboard import read_scalars
@@ -129,3 +130,38 @@ def test_the_demo_says_what_the_split_is_and_when_its_figure_is_within_noise() -
     assert len(noisy) == 2 and noisy[1].startswith("[yellow]within noise:[/] the interval includes 0")
     clear = paired_lines(compare({f"t{i}": [FT, FT] for i in range(8)}).as_dict())
     assert len(clear) == 1 and "(95% CI +100.0 to +100.0" in clear[0]
+
+
+def test_the_reference_control_counts_answers_equal_to_a_training_reference() -> None:
+    from services.cli.learning import DATASET
+    from services.cli.learning_seeds import reference_matches
+    from shared.datasets import load_dataset, reference_patch
+
+    train = load_dataset(DATASET, RECIPE.splits[0])
+    memorized = (
+        train[0].instance_id,
+        reference_patch(DATASET, train[0].instance_id),
+    )  # a training answer again
+    broken = (train[1].instance_id, "--- a/x.py\n+++ b/x.py\n@@ -1,1 +1,1 @@\n-not in the file\n+y = 1\n")
+    empty = (train[2].instance_id, "")
+    figures = reference_matches(RECIPE, [memorized, broken, empty])
+    assert (figures["answers"], figures["equal_to_training_reference"], figures["unreadable_patches"]) == (
+        3,
+        1,
+        1,
+    )
+    assert figures["share"] == pytest.approx(1 / 3) and figures["training_references"] > 0
+
+
+def test_the_report_carries_each_seeds_controls() -> None:
+    seeds = records()
+    seeds[0]["controls"] = {
+        "reference_answers": {"share": 0.0125, "answers": 80, "equal_to_training_reference": 1,
+                              "unreadable_patches": 0, "training_references": 40},
+        "issue_withheld": {"pass_at_1": 0.05, "passed": 4, "samples": 80, "interval_95": [0.02, 0.12]},
+    }  # fmt: skip
+    figures = report(seeds)
+    by_seed = {s["seed"]: s for s in figures["per_seed"]}
+    assert (by_seed[2]["reference_answer_share"], by_seed[2]["pass_at_1_issue_withheld"]) == (0.0125, 0.05)
+    assert by_seed[0]["reference_answer_share"] is None
+    assert "| 1.2% | 5.0% |" in report_table(figures)
