@@ -21,7 +21,7 @@ One step, in order:
      or a LoRA run's adapter under ``adapters/<run>/<version>/``);
   4. one transaction: ``steps`` row with the step's ``StepRecord`` (``shared/step_record.py``: among others the
      ids of the groups it trained, in order, and the policy lag of its trained tokens), ``weights`` row, groups →
-     ``consumed`` (set-aside ones → ``failed``, the reason on each rollout's ``meta.learner_set_aside``),
+     ``consumed`` (set-aside ones → ``failed``, the reason on each rollout's ``RolloutMeta.learner_set_aside``),
      ``runs.policy_version``. This commit is the step's commit point;
   5. ack the stream entries, then announce the ``weights`` event. A crash between commit and announcement is healed
      at start-up: the learner re-announces its current version (the updater ignores versions it already serves);
@@ -94,6 +94,7 @@ from shared.events import GroupEntry, GroupStreamConsumer, connect, publish_weig
 from shared.models import Group, Run, Step, Weight
 from shared.models import Rollout as RolloutRow
 from shared.objectstore import open_store
+from shared.rollout_records import set_aside
 from shared.run_config import RunConfigError, read_run_config
 from shared.settings import Settings
 from shared.statuses import GroupStatus, RunKind
@@ -358,7 +359,7 @@ class Learner:
                 update(Group).where(Group.id == group_id).values(status=GroupStatus.FAILED, error=reason)
             )
             for rollout in session.scalars(select(RolloutRow).where(RolloutRow.group_id == group_id)):
-                rollout.meta = {**(rollout.meta or {}), "learner_set_aside": reason}
+                set_aside(rollout, reason)
 
     def _count(self, collected: Collected) -> None:
         self.carry["groups_stale"] += len(collected.stale)
