@@ -292,7 +292,7 @@ def _raise_stop(signum: int, _frame: object) -> None:
     help="Touch this file after every pass (a container healthcheck reads its age).",
 )
 def serve_learners(every_s: float, heartbeat: Path | None) -> None:
-    """Keep one learner running for every training run that needs one (``Settings.max_learners`` at most)."""
+    """Keep one learner running for every training run that needs one (HARNESSRL_MAX_LEARNERS at most)."""
     from shared.settings import get_settings
 
     settings = get_settings()
