@@ -51,3 +51,39 @@ def test_a_new_suite_does_not_inherit_an_earlier_stop() -> None:
             pass
     with stop_on_signals():
         raise_if_stopping()  # the earlier run's signal is forgotten
+
+
+_BACKGROUND_JOB = """
+import sys, time
+from services.cli.up import Shutdown, stop_on_signals
+try:
+    with stop_on_signals():
+        print("ready", flush=True)
+        time.sleep(60)
+except Shutdown as exc:
+    print(f"stopped on {exc.args[0]}", flush=True)
+    sys.exit(0)
+sys.exit(1)
+"""
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_background_job_with_sigint_ignored_still_stops_on_each_signal(stop_signal: signal.Signals) -> None:
+    """A shell starts a background ``harnessrl up`` with SIGINT ignored, and Python then installs no SIGINT
+    handler: ``stop_on_signals`` handles it anyway, in a real process. (What ``up`` does on ``Shutdown`` is the
+    same for every signal; tests/e2e/test_suite.py stops a whole background ``up`` with SIGTERM.)"""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    job = subprocess.Popen(
+        [sys.executable, "-c", _BACKGROUND_JOB],
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # noqa: PLW1509 - as a shell does
+    )
+    assert job.stdout is not None and job.stdout.readline().strip() == "ready"
+    job.send_signal(stop_signal)
+    out, _ = job.communicate(timeout=30)
+    assert job.returncode == 0 and out.strip() == f"stopped on {stop_signal.name}", (job.returncode, out)
