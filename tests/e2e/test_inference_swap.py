@@ -264,33 +264,9 @@ async def test_swap_under_concurrent_load_attributes_every_response_by_content(
         assert ids == expected[version], f"response attributed to {version} has the other checkpoint's tokens"
 
 
-async def test_tied_model_logprobs_exact_before_and_after_swap(
-    vllm_server_tied: str,
-    tiny_model_dir_tied: Path,
-    publisher: Publisher,
-    store,
-    db,
-    settings,
-    tmp_path: Path,
-) -> None:  # type: ignore[no-untyped-def]
-    async with InferenceClient(vllm_server_tied) as client:
-        before = await client.complete(PROMPT, max_tokens=32, seed=4, ignore_eos=True)
-        assert (
-            max_abs_diff(before.logprobs, recompute_logprobs(tiny_model_dir_tied, PROMPT, before.ids)) < 1e-5
-        )
-
-        up = make_updater(vllm_server_tied, tiny_model_dir_tied, store, db, settings, tmp_path)
-        state = perturbed(tiny_model_dir_tied, seed=12)
-        assert "lm_head.weight" not in state  # tied: only the embedding carries the output projection
-        published = publisher.publish(save(state))
-        assert (await up.apply(published)).status == "served"
-        await up.close()
-
-        after = await client.complete(PROMPT, max_tokens=32, seed=4, ignore_eos=True)
-    assert after.policy_version == published.version
-    new_dir = model_copy_with(tiny_model_dir_tied, state, tmp_path / "swapped-tied")
-    # Without re-packing the tied lm_head on CPU this is ~0.5 off (new body, stale output projection).
-    assert max_abs_diff(after.logprobs, recompute_logprobs(new_dir, PROMPT, after.ids)) < 1e-5
+# A tied model's swap (the embedding, hence the output projection, changes; without re-packing the tied lm_head on
+# CPU the served logprobs are far off) is exact in tests/e2e/test_small_model.py, on SmolLM2-135M, a tied model:
+# a second vLLM for the tied tiny model here only repeated it.
 
 
 async def test_rebase_serves_the_base_weights_for_the_next_run_and_refuses_the_old_runs_versions(
