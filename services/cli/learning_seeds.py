@@ -71,15 +71,16 @@ def reference_matches(recipe: Any, answers: list[tuple[str, str]]) -> dict[str, 
     from shared.datasets import load_dataset, reference_patch
     from shared.reference_answers import PatchMismatch, patched_functions, reference_functions
 
-    tasks = {t.instance_id: t for t in load_dataset(DATASET)}
+    def repo(task: Any) -> Path:  # the bundled datasets' tasks are directory sources
+        return Path(task.source.path)
+
+    repos = {t.instance_id: repo(t) for t in load_dataset(DATASET)}
     train = load_dataset(DATASET, recipe.splits[0])
-    references = reference_functions(
-        (Path(t.source.path), reference_patch(DATASET, t.instance_id)) for t in train
-    )
+    references = reference_functions((repo(t), reference_patch(DATASET, t.instance_id)) for t in train)
     equal = unreadable = 0
     for instance_id, patch in answers:
         try:
-            equal += bool(patched_functions(Path(tasks[instance_id].source.path), patch) & references)
+            equal += bool(patched_functions(repos[instance_id], patch) & references)
         except PatchMismatch:
             unreadable += 1
     return {
