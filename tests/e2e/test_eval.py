@@ -75,6 +75,9 @@ def call_versions(engine: Any, eval_id: str) -> set[int]:
         )  # fmt: skip
 
 
+# Slow (about 3 min on 2 cores, plus the shared suite's start when it runs first): evals and one-step runs on one
+# suite. Seeded sampling repeating through the runner, gateway and vLLM, and a run's scheduled evals served at the
+# right versions, exist only end to end; each eval and run is as small as it can be (2 tasks, 32 tokens).
 def test_seeded_evals_repeat_and_a_runs_evals_sample_its_versions(suite: Any) -> None:
     from services.api.client import ApiClient, default_api_url
 

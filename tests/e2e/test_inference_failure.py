@@ -39,6 +39,8 @@ COMMAND = (
 )
 
 
+# Slow (about 4 min on 2 cores): vLLM is really killed mid-group and restarted (its start is most of the time);
+# that an outage is retried or set aside, never scored as reward 0, is the point and needs the real process.
 def test_inference_killed_mid_group_is_retried_or_set_aside_never_scored(suite: Any) -> None:
     from services.api.client import ApiClient, default_api_url
 

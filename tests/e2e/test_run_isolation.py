@@ -42,6 +42,8 @@ def run_body(name: str, settings: Any) -> dict[str, Any]:
     }
 
 
+# Slow (minutes): two real runs one after the other on the shared suite; one run cannot show that the second
+# starts from the base weights and never samples the first one's versions.
 def test_two_runs_on_one_suite_train_one_after_the_other_each_on_its_own_versions(suite: Any) -> None:
     from services.api.client import ApiClient, default_api_url
 
