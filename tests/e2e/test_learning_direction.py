@@ -67,6 +67,8 @@ def served_logprobs(base_url: str, model: str, ids: list[int], start: int) -> li
     return [float(entries[i][str(ids[i])]["logprob"]) for i in range(start, len(ids))]
 
 
+# Slow (minutes, the slowest learning test): a suite on SmolLM2-135M and real GRPO steps; no benchmark checks the
+# direction of a step through the whole path (harnessrl bench learning measures pass@1 over many steps), so it stays.
 def test_one_step_raises_rewarded_tokens_and_lowers_unrewarded_ones(small_suite: Any) -> None:
     from services.api.client import ApiClient, default_api_url
 

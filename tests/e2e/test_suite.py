@@ -132,6 +132,8 @@ def policy_advance_problems(engine: Engine, run_id: str, steps: int) -> list[str
 
 
 # --- 1. the demo command ------------------------------------------------------------------------------------
+# Slow (minutes): `harnessrl demo` as a user runs it, a suite of its own and a real GRPO run; what the README
+# promises for `make demo` is shown nowhere else.
 def test_demo_command_completes(tiny_model_dir: Path) -> None:
     with isolated_suite_settings(tiny_model_dir) as settings:
         started = time.monotonic()
@@ -336,6 +338,8 @@ def kill_and_recover(
     assert suite.supervisor.running[name].proc.poll() is None
 
 
+# Slow (minutes): every service of the shared suite is SIGKILLed in turn during a 3-step run, vLLM included (its
+# restart is most of the time); recovery of each, with the run completing and every rollout accounted for.
 def test_killed_services_are_reported_and_the_run_resumes(suite: Any) -> None:
     from services.api.client import ApiClient, default_api_url
 
