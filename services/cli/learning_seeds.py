@@ -23,7 +23,9 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
-from shared.paired_stats import Pair, across_seeds, compare, compare_pooled, pair_samples
+import click
+
+from shared.paired_stats import NotComparable, Pair, across_seeds, compare, compare_pooled, pair_samples
 from shared.settings import Settings
 
 PAIRS_KEY = "pairs_by_task"
@@ -37,7 +39,10 @@ def paired_figures(settings: Settings, before_eval: str, after_eval: str) -> dic
     samples = [
         sample_outcomes(api(settings, "GET", f"/v1/evals/{e}/samples")) for e in (before_eval, after_eval)
     ]
-    pairs, dropped = pair_samples(*samples)
+    try:
+        pairs, dropped = pair_samples(*samples)
+    except NotComparable as exc:
+        raise click.ClickException(f"evals {before_eval} and {after_eval} do not pair: {exc}") from None
     return {
         PAIRS_KEY: {t: [list(p) for p in ps] for t, ps in pairs.items()},
         **compare(pairs, dropped).as_dict(),
