@@ -222,7 +222,11 @@ def prompt_of_size(chat_format: ChatFormat, tokens: int) -> str:
     per_copy = len(chat_format.encode(FILLER))
     copies = max(1, tokens // per_copy)
     text = FILLER * copies
-    base = len(chat_format.render_prompt(Conversation("openai_chat", [Message("user", text)])))
+    base = len(
+        chat_format.render_prompt(
+            Conversation(provider_api="openai_chat", messages=[Message(role="user", content=text)])
+        )
+    )
     return FILLER * max(1, copies - (base - tokens) // per_copy)
 
 

@@ -62,7 +62,7 @@ def binding_errors() -> Iterator[None]:
         raise ProviderError(503, f"the gateway cannot read the rollout: {exc}", "api_error") from exc
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BoundRollout:
     rollout_id: str
     run_id: str
@@ -131,7 +131,13 @@ class RolloutDirectory:
         # Only the run config's sampling section is kept (validated by its own model), not the whole RunConfig.
         sampling = SamplingConfig.model_validate(binding.sampling)
         bound = BoundRollout(
-            binding.rollout_id, binding.run_id, binding.harness, key, sampling, binding.lora, binding.seed
+            rollout_id=binding.rollout_id,
+            run_id=binding.run_id,
+            harness=binding.harness,
+            rollout_key=key,
+            sampling=sampling,
+            lora=binding.lora,
+            seed=binding.seed,
         )
         return bound, state, recheck
 

@@ -48,7 +48,7 @@ from shared.statuses import RolloutStatus
 from shared.trajectory import Segment, chain_tokens_prefix, raw_key, tokens_key
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CallRecord:
     """Everything one call records; filled by ``ModelCall`` before the reply, written by ``CallWriter``."""
 

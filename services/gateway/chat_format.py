@@ -274,7 +274,7 @@ class TurnCache:
             self._ids -= len(dropped)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ChatFormat:
     """A tokenizer plus its chat template; the only place text becomes prompt token ids."""
 
@@ -317,7 +317,13 @@ class ChatFormat:
         end_of_turn_id = tokenizer.convert_tokens_to_ids(end_of_turn)
         if not isinstance(end_of_turn_id, int):
             raise ChatFormatError(f"the eos token {end_of_turn!r} is not one token in {model_dir}")
-        fmt = cls(tokenizer, end_of_turn, end_of_turn_id, [end_of_turn_id], model_dir)
+        fmt = cls(
+            tokenizer=tokenizer,
+            end_of_turn=end_of_turn,
+            end_of_turn_id=end_of_turn_id,
+            closing_ids=[end_of_turn_id],
+            model_dir=model_dir,
+        )
         fmt._check_end_of_turn()
         fmt._use_ids_only()
         fmt._use_fast_bpe()
@@ -349,10 +355,13 @@ class ChatFormat:
         unicode, contractions and whitespace runs, pieces of it cut mid-way, and edge cases."""
         probe = self.render_text(
             [
-                Message("system", "Be terse.\n\n  Use tools."),
-                Message("user", " fix  é 🙂\tdef f(x):\n    return x-1\r\n" + self.end_of_turn + "again"),
-                Message("assistant", '<tool_call>\n{"name": "ls"}\n</tool_call>ok\n'),
-                Message("user", "\n  and now? 123456 ÅΩ ıİ can't WON'T 's\n\n\n  x\t\ty  \n"),
+                Message(role="system", content="Be terse.\n\n  Use tools."),
+                Message(
+                    role="user",
+                    content=" fix  é 🙂\tdef f(x):\n    return x-1\r\n" + self.end_of_turn + "again",
+                ),
+                Message(role="assistant", content='<tool_call>\n{"name": "ls"}\n</tool_call>ok\n'),
+                Message(role="user", content="\n  and now? 123456 ÅΩ ıİ can't WON'T 's\n\n\n  x\t\ty  \n"),
             ],
             [],
             add_generation_prompt=True,
@@ -405,14 +414,16 @@ class ChatFormat:
         """Tokenizing a turn at a time must give the whole text's ids; where it does not, no turn cache."""
         text = self.render_text(
             [
-                Message("system", "Be terse.  "),
-                Message("user", " list\n files é 🙂"),
-                Message("assistant", "ok\n"),
-                Message("user", "\n  and now?"),
+                Message(role="system", content="Be terse.  "),
+                Message(role="user", content=" list\n files é 🙂"),
+                Message(role="assistant", content="ok\n"),
+                Message(role="user", content="\n  and now?"),
             ],
             [
                 ToolSpec(
-                    "bash", "Run a command", {"type": "object", "properties": {"command": {"type": "string"}}}
+                    name="bash",
+                    description="Run a command",
+                    parameters={"type": "object", "properties": {"command": {"type": "string"}}},
                 )
             ],
             add_generation_prompt=True,
@@ -425,7 +436,9 @@ class ChatFormat:
         """The template must close an assistant turn with the end-of-turn token, or the splice cannot cut."""
         marker = "§turn-marker§"
         text = self.render_text(
-            [Message("user", "hi"), Message("assistant", marker)], [], add_generation_prompt=False
+            [Message(role="user", content="hi"), Message(role="assistant", content=marker)],
+            [],
+            add_generation_prompt=False,
         )
         after = text[text.rfind(marker) + len(marker) :]
         if not after.startswith(self.end_of_turn):

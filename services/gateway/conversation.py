@@ -31,7 +31,7 @@ Role = Literal["system", "user", "assistant", "tool"]
 ProviderApi = Literal["openai_chat", "openai_responses", "anthropic_messages", "gemini"]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ToolSpec:
     """A tool offered to the model. ``kind='custom'`` is a freeform-input tool (Codex ``apply_patch``)."""
 
@@ -41,7 +41,7 @@ class ToolSpec:
     kind: Literal["function", "custom"] = "function"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ToolCall:
     id: str
     name: str
@@ -49,7 +49,7 @@ class ToolCall:
     kind: Literal["function", "custom"] = "function"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Message:
     role: Role
     content: str = ""
@@ -59,7 +59,7 @@ class Message:
     reasoning: str | None = None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Conversation:
     """One provider request, normalized."""
 
@@ -82,7 +82,7 @@ class Conversation:
     tools_key: str | None = field(default=None, repr=False, compare=False)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Completion:
     """What the model produced for one call, in neutral form."""
 

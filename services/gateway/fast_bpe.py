@@ -120,7 +120,7 @@ def _ranks(model: dict[str, Any], added: set[str]) -> dict[bytes, int] | None:
     return ranks
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FastBPE:
     """tiktoken's encoder over the tokenizer's vocabulary; ``encode`` returns None for a text it leaves to the
     tokenizer."""
@@ -163,7 +163,12 @@ class FastBPE:
         except Exception:  # a pattern tiktoken's regex engine does not take
             return None
         missing = [b for b in range(256) if bytes([b]) not in ranks]
-        return cls(encoding, normalizer is not None, _missing_ascii(missing), _unsupported(missing))
+        return cls(
+            encoding=encoding,
+            nfc=normalizer is not None,
+            missing_ascii=_missing_ascii(missing),
+            unsupported=_unsupported(missing),
+        )
 
     def encode(self, text: str) -> list[int] | None:
         """The tokenizer's ids for ``text`` (special and added tokens included), or None to leave it to the

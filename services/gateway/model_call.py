@@ -94,7 +94,7 @@ def upstream_provider_error(
     return ProviderError(502, str(exc), "api_error")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Timings:
     """Monotonic times of one call's stages (the app sets ``bound`` and ``parsed``)."""
 
@@ -157,7 +157,7 @@ class ModelCall:
         self.conversation = conversation
         self.adapter = adapter
         self.raw_request = raw_request
-        self.timings = Timings(arrived)
+        self.timings = Timings(arrived=arrived)
         self.digest: ConversationDigest | None = None
         self.plan: SplicePlan | None = None
         self.call_id: int | None = None
@@ -185,7 +185,7 @@ class ModelCall:
             try:
                 self._tip_ids = await state.tips.ids(key, needed)
             except TipMoved:  # the chain's ids expired from Redis: start over rather than guess
-                choice = Choice(None, None, None, False)
+                choice = Choice(extends=None, newest=None, fork_reason=None, reuse_prompt=False)
 
         def build() -> SplicePlan:
             return splicer.plan(conversation, digest, choice, self._tip_ids)
@@ -280,7 +280,8 @@ class ModelCall:
         """Deltas as they are sampled, then the record, then ``Finish``."""
         assert self._upstream is not None and self._first is not None and self.plan is not None
         parser = ToolCallParser(
-            self.conversation.tools, new_id=getattr(self.adapter, "new_tool_call_id", None) or new_call_id
+            tools=self.conversation.tools,
+            new_id=getattr(self.adapter, "new_tool_call_id", None) or new_call_id,
         )
         sampled_ids: list[int] = []
         logprobs: list[float] = []
@@ -315,7 +316,12 @@ class ModelCall:
             completion_tokens=len(sampled_ids),
             parse_error=parser.parse_error,
         )
-        reply = Message("assistant", parser.text, list(parser.calls), reasoning=parser.reasoning or None)
+        reply = Message(
+            role="assistant",
+            content=parser.text,
+            tool_calls=list(parser.calls),
+            reasoning=parser.reasoning or None,
+        )
         await self._commit(completion, reply, sampled_ids, logprobs)
         yield Finish(completion)
 
@@ -326,17 +332,7 @@ class ModelCall:
         state, timings, key = self.state, self.timings, self.rollout.rollout_key
         plan, digest = self.plan, self.digest
         assert plan is not None and digest is not None
-        # The drift check must not delay the reply: if the from-scratch render is still running, the writer waits
-        # for it and the resume point for the next check is stored when it ends.
-        drifted: bool | None = None
-        cut: RetemplateCut | None = None
-        pending_drift, self._drift = self._drift, None
-        if pending_drift is not None and pending_drift.done():
-            if not pending_drift.cancelled() and pending_drift.exception() is None:
-                drifted, cut = pending_drift.result() or (None, None)
-            pending_drift = None
-        elif not self.state.checks_drift:
-            pending_drift = None  # only the digests were left: the commit computes what they lack
+        drifted, cut, pending_drift = self._take_drift()
         policy_version, version_source = self._policy_version()
         try:
             call_id = await state.call_ids.take()
@@ -400,6 +396,21 @@ class ModelCall:
             metrics.FORKS.labels(self.rollout.harness, plan.fork_reason).inc()
         if timings.first_byte is not None:
             metrics.CALL_TTFB_SECONDS.labels(self.adapter.API).observe(timings.first_byte - timings.arrived)
+
+    def _take_drift(self) -> tuple[bool | None, RetemplateCut | None, asyncio.Future[Drift | None] | None]:
+        """The drift check's outcome if it is done (drifted, resume cut), else the check still running.
+
+        The drift check must not delay the reply: if the from-scratch render is still running, the writer waits
+        for it and the resume point for the next check is stored when it ends."""
+        pending, self._drift = self._drift, None
+        if pending is not None and pending.done():
+            if not pending.cancelled() and pending.exception() is None:
+                drifted, cut = pending.result() or (None, None)
+                return drifted, cut, None
+            return None, None, None
+        if not self.state.checks_drift:
+            return None, None, None  # only the digests were left: the commit computes what they lack
+        return None, None, pending
 
     async def _late_drift(self, pending: asyncio.Future[Drift | None], chain_id: int, position: int) -> bool:
         """A drift check that outlived the reply: its flag goes into the record (the writer awaits this), its

@@ -20,7 +20,7 @@ from typing import Any
 from services.gateway.conversation import Conversation, Message, ToolSpec
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VolatileLineRule:
     name: str
     harness: str
@@ -44,46 +44,46 @@ RULES: tuple[VolatileLineRule, ...] = (
     # Claude Code: first system block, a hash that changes per request (removable with
     # CLAUDE_CODE_ATTRIBUTION_HEADER=0, but not every runner sets it).
     VolatileLineRule(
-        "claude_billing_header",
-        "claude-code",
-        re.compile(r"^x-anthropic-billing-header:[^\n]*\n?", re.MULTILINE),
-        "",
-        "x-anthropic-billing-header:",
+        name="claude_billing_header",
+        harness="claude-code",
+        pattern=re.compile(r"^x-anthropic-billing-header:[^\n]*\n?", re.MULTILINE),
+        replacement="",
+        literal="x-anthropic-billing-header:",
     ),
     # Claude Code's <system-reminder> "# currentDate\nToday's date is 2026-11-30.", Qwen Code's startup context
     # and Gemini CLI's <session_context> "Today's date is Monday, November 30, 2026." (same words, different date
     # formats).
     VolatileLineRule(
-        "todays_date",
-        "claude-code,qwen-code,gemini",
-        re.compile(r"Today's date is [^\n<]*"),
-        "Today's date is <date>",
-        "Today's date is ",
+        name="todays_date",
+        harness="claude-code,qwen-code,gemini",
+        pattern=re.compile(r"Today's date is [^\n<]*"),
+        replacement="Today's date is <date>",
+        literal="Today's date is ",
     ),
     # Claude Code --bare's system prompt ends "CWD: /workspace\nDate: 2026-11-30"; under --bare the CLI renders its
     # system prompt afresh for every request (``--system-prompt-snapshot`` is off), so the date moves at midnight.
     VolatileLineRule(
-        "claude_bare_date",
-        "claude-code",
-        re.compile(r"^Date: \d{4}-\d{2}-\d{2}$", re.MULTILINE),
-        "Date: <date>",
-        "Date: ",
+        name="claude_bare_date",
+        harness="claude-code",
+        pattern=re.compile(r"^Date: \d{4}-\d{2}-\d{2}$", re.MULTILINE),
+        replacement="Date: <date>",
+        literal="Date: ",
     ),
     # Codex's <environment_context>: <current_date>2026-11-30</current_date> and <timezone>.
     VolatileLineRule(
-        "codex_current_date",
-        "codex",
-        re.compile(r"<current_date>[^<]*</current_date>"),
-        "<current_date><date></current_date>",
-        "<current_date>",
+        name="codex_current_date",
+        harness="codex",
+        pattern=re.compile(r"<current_date>[^<]*</current_date>"),
+        replacement="<current_date><date></current_date>",
+        literal="<current_date>",
     ),
     # Pi's system prompt: "Current date: 2026-11-30" (and a time when present).
     VolatileLineRule(
-        "pi_current_date",
-        "pi",
-        re.compile(r"^Current date(?: and time)?: [^\n]*", re.MULTILINE),
-        "Current date: <date>",
-        "Current date",
+        name="pi_current_date",
+        harness="pi",
+        pattern=re.compile(r"^Current date(?: and time)?: [^\n]*", re.MULTILINE),
+        replacement="Current date: <date>",
+        literal="Current date",
     ),
 )
 

@@ -153,7 +153,7 @@ class ConversationDigest:
         ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RetemplateCut:
     """Where the from-scratch render of a tip's prompt can resume: its text up to the last end-of-turn token
     (``chars`` characters, digest ``text``) and the ids of that text (``count`` of them)."""
@@ -166,7 +166,7 @@ class RetemplateCut:
     else the render's ids, which only the process that made them keeps (``tips.py``)."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, kw_only=True)
 class ChainTip:
     """The end of one chain: what the model saw and sampled last in it (ids are loaded separately)."""
 
@@ -197,7 +197,7 @@ class Retemplate:
     ids: array[int]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Choice:
     """What ``Splicer.choose`` decided from digests: the tip to extend, or why the call forks."""
 
@@ -215,7 +215,7 @@ class Choice:
         return self.newest if self.reuse_prompt else None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SplicePlan:
     """Where a call goes and what the model is given; nothing is committed or recorded yet."""
 
@@ -301,17 +301,22 @@ class Splicer:
         newest = tips[-1] if tips else None
         for tip in reversed(tips):
             if extends(digest, tip):
-                return Choice(tip, newest, None, False)
+                return Choice(extends=tip, newest=newest, fork_reason=None, reuse_prompt=False)
         return self._fork(digest, newest)
 
     def _fork(self, digest: ConversationDigest, newest: ChainTip | None) -> Choice:
         if newest is None:
-            return Choice(None, None, None, False)
+            return Choice(extends=None, newest=None, fork_reason=None, reuse_prompt=False)
         reason = fork_reason(digest, newest)
         same_prompt = len(digest) == len(newest.history) - 1 and all(
             digest.matches(i, d) for i, d in enumerate(newest.history[:-1])
         )
-        return Choice(None, newest, reason, reason == "retry" and same_prompt and self.mode == "splice")
+        return Choice(
+            extends=None,
+            newest=newest,
+            fork_reason=reason,
+            reuse_prompt=reason == "retry" and same_prompt and self.mode == "splice",
+        )
 
     # --- building (CPU work: in a thread, or on the event loop where it is small: model_call.py) ----------
     def plan(
@@ -331,22 +336,36 @@ class Splicer:
         newest = choice.newest
         if newest is None:
             rendered = self._render(conversation, digest)
-            return SplicePlan(PromptIds(rendered.ids), rendered.ids, None, None, None, 0, rendered=rendered)
+            return SplicePlan(
+                prompt=PromptIds(rendered.ids),
+                suffix_ids=rendered.ids,
+                extends=None,
+                fork_reason=None,
+                parent_chain_id=None,
+                position=0,
+                rendered=rendered,
+            )
         if choice.reuse_prompt:
             assert tip_ids is not None
             prompt = PromptIds.of(tip_ids.ids[: newest.prompt_len])
             return SplicePlan(
-                prompt, prompt.ids, None, choice.fork_reason, newest.chain_id, 0, newest.call_id
+                prompt=prompt,
+                suffix_ids=prompt.ids,
+                extends=None,
+                fork_reason=choice.fork_reason,
+                parent_chain_id=newest.chain_id,
+                position=0,
+                parent_call_id=newest.call_id,
             )
         rendered = self._render(conversation, digest)
         return SplicePlan(
-            PromptIds(rendered.ids),
-            rendered.ids,
-            None,
-            choice.fork_reason,
-            newest.chain_id,
-            0,
-            newest.call_id,
+            prompt=PromptIds(rendered.ids),
+            suffix_ids=rendered.ids,
+            extends=None,
+            fork_reason=choice.fork_reason,
+            parent_chain_id=newest.chain_id,
+            position=0,
+            parent_call_id=newest.call_id,
             rendered=rendered,
         )
 
@@ -372,19 +391,26 @@ class Splicer:
             if full[: tip.ids_len] != tip_ids.ids:
                 return None
             return SplicePlan(
-                PromptIds(full),
-                full[tip.ids_len :],
-                tip,
-                None,
-                None,
-                tip.position + 1,
-                tip.call_id,
+                prompt=PromptIds(full),
+                suffix_ids=full[tip.ids_len :],
+                extends=tip,
+                fork_reason=None,
+                parent_chain_id=None,
+                position=tip.position + 1,
+                parent_call_id=tip.call_id,
                 rendered=rendered,
             )
         text = self.render_text(conversation, digest)
         segment = closing + self.chat_format.suffix_of(text, tip.end_of_turns + len(closing))
         return SplicePlan(
-            tip_ids + segment, segment, tip, None, None, tip.position + 1, tip.call_id, text=text
+            prompt=tip_ids + segment,
+            suffix_ids=segment,
+            extends=tip,
+            fork_reason=None,
+            parent_chain_id=None,
+            position=tip.position + 1,
+            parent_call_id=tip.call_id,
+            text=text,
         )
 
     # --- after sampling ----------------------------------------------------------------------------------
@@ -419,7 +445,15 @@ class Splicer:
     def as_retry_fork(self, plan: SplicePlan) -> SplicePlan:
         """Rule 4: the tip moved on under us; keep the ids the model saw as a new chain's first segment."""
         parent = plan.extends.chain_id if plan.extends else plan.parent_chain_id
-        return SplicePlan(plan.prompt, plan.prompt.ids, None, "retry", parent, 0, plan.parent_call_id)
+        return SplicePlan(
+            prompt=plan.prompt,
+            suffix_ids=plan.prompt.ids,
+            extends=None,
+            fork_reason="retry",
+            parent_chain_id=parent,
+            position=0,
+            parent_call_id=plan.parent_call_id,
+        )
 
     # --- drift (splice mode): the from-scratch render, compared --------------------------------------------
     def retemplate(
@@ -470,7 +504,9 @@ class Splicer:
         count = int(ends[turns - 1]) + 1
         head = rendered.ids[:count]
         own = head == prompt.ids[:count]
-        return RetemplateCut(cut, _digest(rendered.text[:cut]), count, None if own else head)
+        return RetemplateCut(
+            chars=cut, text=_digest(rendered.text[:cut]), count=count, ids=None if own else head
+        )
 
 
 def _count(ids: Sequence[int], token: int) -> int:

@@ -44,7 +44,7 @@ log = logging.getLogger("harnessrl.gateway")
 UPSTREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, connect=10, sock_read=600)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class GatewayState:
     settings: Settings
     engine: AsyncEngine

@@ -119,7 +119,7 @@ class RolloutClosed(Exception):
     """The runner closed this rollout key (flush barrier): it takes no more calls."""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RolloutState:
     """One read of a rollout's hash: binding, closed flag and chain tips (oldest commit first)."""
 
@@ -193,7 +193,11 @@ def encode_cut(position: int, cut: RetemplateCut) -> str:
 def decode_cut(text: bytes | str) -> tuple[int, RetemplateCut, bool]:
     raw = text.decode() if isinstance(text, bytes) else text
     position, chars, count, digest, own = raw.split(":")
-    return int(position), RetemplateCut(int(chars), bytes.fromhex(digest), int(count)), own == "1"
+    return (
+        int(position),
+        RetemplateCut(chars=int(chars), text=bytes.fromhex(digest), count=int(count)),
+        own == "1",
+    )
 
 
 class TipStore:
@@ -265,12 +269,17 @@ class TipStore:
                         tip.retemplate = retemplate
                     elif (ids := self._cut_ids.get((rollout_key, chain_id, position))) is not None:
                         tip.retemplate = RetemplateCut(
-                            retemplate.chars, retemplate.text, retemplate.count, ids
+                            chars=retemplate.chars, text=retemplate.text, count=retemplate.count, ids=ids
                         )
             tips.append(tip)
         tips.sort(key=lambda t: t.seq)
         return RolloutState(
-            binding, cs.FIELD_CLOSED in fields, tips, int(fields.get(cs.FIELD_SEQ, b"0")), served, int(busy)
+            binding=binding,
+            closed=cs.FIELD_CLOSED in fields,
+            tips=tips,
+            calls=int(fields.get(cs.FIELD_SEQ, b"0")),
+            served=served,
+            busy=int(busy),
         )
 
     async def ids(self, rollout_key: str, tip: ChainTip) -> PromptIds:

@@ -47,7 +47,7 @@ def new_call_id() -> str:
     return "call_" + unique_hex(24)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ToolCallParser:
     """Incremental splitter of sampled text into text, reasoning and tool calls (one per completion)."""
 
@@ -210,8 +210,8 @@ class ToolCallParser:
         tool = next((t for t in self.tools if t.name == name), None)
         if tool is not None and tool.kind == "custom":
             freeform = arguments.get("input", "") if len(arguments) <= 1 else json.dumps(arguments)
-            return ToolCall(self.new_id(), name, str(freeform), kind="custom")
-        return ToolCall(self.new_id(), name, arguments)
+            return ToolCall(id=self.new_id(), name=name, arguments=str(freeform), kind="custom")
+        return ToolCall(id=self.new_id(), name=name, arguments=arguments)
 
 
 def _strip_one_newline(value: str) -> str:

@@ -63,7 +63,7 @@ FULL = WorkloadShape()
 QUICK = WorkloadShape(group_size=4, turns=3, prefix_tokens=256, tool_tokens=48, completion_tokens=24)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Measurement:
     strategy: str
     tokens_computed: int
@@ -164,7 +164,11 @@ def _load_batch(batch, facts, root: Path):  # type: ignore[no-untyped-def]
             Chain.from_rows(next(facts_of), fetched, rollout_id=chain.rollout_id, group_id=chain.group_id)
             for chain in rollout.chains
         )
-        rollouts.append(Rollout(rollout.rollout_id, rollout.group_id, rollout.reward, chains))
+        rollouts.append(
+            Rollout(
+                rollout_id=rollout.rollout_id, group_id=rollout.group_id, reward=rollout.reward, chains=chains
+            )
+        )
     return TrainingBatch(rollouts), time.perf_counter() - started
 
 
@@ -217,15 +221,15 @@ def measure_model(model_name: str, shape: WorkloadShape, repeats: int) -> list[M
             peaks[strategy] = max(peaks.get(strategy, 0), rss.above_start)
     return [
         Measurement(
-            strategy,
-            sum(u.n_tokens for u in units),
-            analytic_flops(units, model.config),
-            best[strategy][0],
-            best[strategy][1],
-            peaks[strategy],
-            load_s,
-            plan_s,
-            1 / scale,
+            strategy=strategy,
+            tokens_computed=sum(u.n_tokens for u in units),
+            flops=analytic_flops(units, model.config),
+            step_cpu_s=best[strategy][0],
+            step_wall_s=best[strategy][1],
+            peak_memory_bytes=peaks[strategy],
+            load_s=load_s,
+            plan_s=plan_s,
+            measured_fraction=1 / scale,
         )
         for strategy, (units, _measured, scale, plan_s) in plans.items()
     ]

@@ -50,7 +50,7 @@ def checkpoint_key(run_id: str, step: int, rank: int = 0, world_size: int = 1) -
     return f"checkpoints/{run_id}/{step:08d}/rank-{rank}-of-{world_size}.pt"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LearnerState:
     """What besides tensors a learner needs to continue exactly where it stopped."""
 

@@ -38,7 +38,7 @@ class GroupSetAside(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LoadedGroup:
     group_id: str
     rollouts: tuple[Rollout, ...]
@@ -98,8 +98,21 @@ def load_group(
             raise GroupSetAside(group_id, f"rollout {rollout.id}: {exc}") from None
         versions += [call.policy_version for chain in chains for call in chain.calls]
         cut = sum(call.finish_reason == CUT_BY_LENGTH for call in calls_by_rollout.get(rollout.id, []))
-        loaded.append(Rollout(rollout.id, group_id, float(rewards[rollout.id]), chains, calls_cut=cut))
+        loaded.append(
+            Rollout(
+                rollout_id=rollout.id,
+                group_id=group_id,
+                reward=float(rewards[rollout.id]),
+                chains=chains,
+                calls_cut=cut,
+            )
+        )
     if len(loaded) < 2:
         raise GroupSetAside(group_id, f"only {len(loaded)} rewarded rollout(s): no group baseline")
     oldest = min(versions) if versions else group.policy_version
-    return LoadedGroup(group_id, tuple(loaded), oldest, len(rollouts) - len(loaded))
+    return LoadedGroup(
+        group_id=group_id,
+        rollouts=tuple(loaded),
+        oldest_version=oldest,
+        rollouts_without_reward=len(rollouts) - len(loaded),
+    )

@@ -80,7 +80,7 @@ class Sequence:
         return len(self.ids)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Segment:
     """A run of trie nodes without branching; ``start_depth`` is the position id of its first token."""
 
@@ -105,7 +105,7 @@ class TriePack:
 Unit = Sequence | TriePack
 
 
-@dataclass
+@dataclass(kw_only=True)
 class StrategyOutput:
     """Loss-token logprobs in canonical order (detached; zeros where another rank computed them)."""
 
@@ -205,7 +205,7 @@ class _TrieBuilder:
             index = len(segments)
             seg_of[nodes] = index
             off_of[nodes] = np.arange(len(nodes))
-            segments.append(Segment(tokens[nodes], depth, parent_seg))
+            segments.append(Segment(ids=tokens[nodes], start_depth=depth, parent=parent_seg))
             if parent_seg is not None:
                 segments[parent_seg].children.append(index)
             for kid in reversed(kids[nodes[-1]]):
@@ -390,7 +390,7 @@ def flex_length(n: int) -> int:
     return -(-blocks // step) * step * FLEX_BLOCK
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PackLayout:
     """A trie pack as one sequence: segments in pre-order, position ids = depths, then padding."""
 
@@ -556,4 +556,6 @@ def compute(
         if sharded:
             for _ in range(max(len(o) for o in owned) - len(owned[rank])):
                 _run_idle(model, token_loss is not None, amp)
-    return StrategyOutput(sink.logprobs, sink.computed, tokens, count, plan_s)
+    return StrategyOutput(
+        logprobs=sink.logprobs, computed=sink.computed, tokens_computed=tokens, units=count, plan_s=plan_s
+    )

@@ -17,7 +17,7 @@ from services.learner.types import Rollout, TrainingBatch
 from shared.trajectory import Chain, Segment
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WorkloadShape:
     groups: int = 1
     group_size: int = 8
@@ -83,5 +83,7 @@ def harness_batch(shape: WorkloadShape, seed: int = 0, base_version: int = 0) ->
                 )
                 chains.append(Chain(f"{rollout_id}c1", rollout_id, group_id, fork_calls))
             reward = float(rng.random())
-            rollouts.append(Rollout(rollout_id, group_id, reward, tuple(chains)))
+            rollouts.append(
+                Rollout(rollout_id=rollout_id, group_id=group_id, reward=reward, chains=tuple(chains))
+            )
     return TrainingBatch(rollouts)

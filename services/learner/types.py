@@ -23,7 +23,7 @@ import numpy as np
 from shared.trajectory import Chain, IntArray
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Rollout:
     """One rollout's chains and its reward; ``advantage`` is set by ``grpo.group_advantages``."""
 

@@ -33,8 +33,8 @@ def prompt_ids(model_dir: Path) -> list[int]:
     return fmt.encode(
         fmt.render_text(
             [
-                Message("system", "You fix bugs."),
-                Message("user", "Write a Python function that adds two numbers."),
+                Message(role="system", content="You fix bugs."),
+                Message(role="user", content="Write a Python function that adds two numbers."),
             ],
             [],
             add_generation_prompt=True,
@@ -55,7 +55,7 @@ def test_directory_is_smollm2_tied_fp32_with_a_tool_template(small_model_dir: Pa
     fmt = ChatFormat.load(small_model_dir)
     assert fmt.end_of_turn == "<|im_end|>"
     tool = ToolSpec(name="bash", description="Run a command.", parameters={"type": "object"})
-    text = fmt.render_text([Message("user", "list files")], [tool], add_generation_prompt=True)
+    text = fmt.render_text([Message(role="user", content="list files")], [tool], add_generation_prompt=True)
     assert "<tools>" in text and '"name": "bash"' in text and text.endswith("<|im_start|>assistant\n")
     # <tool_call> is plain text in SmolLM2's vocabulary: it survives decoding and the gateway's parser reads it
     sampled = fmt.encode('<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>')

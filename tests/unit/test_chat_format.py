@@ -13,8 +13,12 @@ from services.gateway.conversation import Conversation, Message, ToolCall, ToolS
 
 pytestmark = pytest.mark.unit
 
-BASH = ToolSpec("bash", "Run a command", {"type": "object", "properties": {"command": {"type": "string"}}})
-PATCH = ToolSpec("apply_patch", "Edit files", kind="custom")
+BASH = ToolSpec(
+    name="bash",
+    description="Run a command",
+    parameters={"type": "object", "properties": {"command": {"type": "string"}}},
+)
+PATCH = ToolSpec(name="apply_patch", description="Edit files", kind="custom")
 
 
 @pytest.fixture(scope="module", params=["untied", "tied"])
@@ -23,18 +27,25 @@ def chat_format(request, tiny_model_dir: Path, tiny_model_dir_tied: Path) -> Cha
 
 
 def _call(name: str, arguments: dict | str, kind: str = "function") -> Message:
-    return Message("assistant", "", [ToolCall("c1", name, arguments, kind=kind)])  # type: ignore[arg-type]
+    return Message(
+        role="assistant",
+        content="",
+        tool_calls=[ToolCall(id="c1", name=name, arguments=arguments, kind=kind)],
+    )  # type: ignore[arg-type]
 
 
 HISTORIES = {
-    "tool_result": [Message("tool", "a\nb  é 🙂", tool_call_id="c1")],
+    "tool_result": [Message(role="tool", content="a\nb  é 🙂", tool_call_id="c1")],
     "two_tool_results": [
-        Message("tool", "one", tool_call_id="c1"),
-        Message("tool", "two", tool_call_id="c2"),
+        Message(role="tool", content="one", tool_call_id="c1"),
+        Message(role="tool", content="two", tool_call_id="c2"),
     ],
-    "user_turn": [Message("user", "and now?")],
-    "tool_then_user": [Message("tool", "x", tool_call_id="c1"), Message("user", "  spaced  \n")],
-    "system_mid": [Message("system", "reminder"), Message("user", "go")],
+    "user_turn": [Message(role="user", content="and now?")],
+    "tool_then_user": [
+        Message(role="tool", content="x", tool_call_id="c1"),
+        Message(role="user", content="  spaced  \n"),
+    ],
+    "system_mid": [Message(role="system", content="reminder"), Message(role="user", content="go")],
 }
 
 
@@ -43,9 +54,11 @@ HISTORIES = {
 def test_suffix_ids_equal_whole_minus_prefix(
     chat_format: ChatFormat, history: str, tools: list[ToolSpec]
 ) -> None:
-    head = [Message("system", "You are terse."), Message("user", "list files")]
-    reply = _call("bash", {"command": "ls -la"}) if tools else Message("assistant", "Sure: ls")
-    whole = Conversation("openai_chat", head + [reply] + HISTORIES[history], tools)
+    head = [Message(role="system", content="You are terse."), Message(role="user", content="list files")]
+    reply = _call("bash", {"command": "ls -la"}) if tools else Message(role="assistant", content="Sure: ls")
+    whole = Conversation(
+        provider_api="openai_chat", messages=head + [reply] + HISTORIES[history], tools=tools
+    )
     prefix_text = chat_format.render_text(head + [reply], tools, add_generation_prompt=False)
     whole_ids = chat_format.render_prompt(whole)
     closed = chat_format.count_end_of_turn(chat_format.encode(prefix_text))
@@ -68,7 +81,7 @@ def test_closing_ids_are_the_end_of_turn_token(chat_format: ChatFormat) -> None:
 
 
 def test_suffix_needs_enough_closed_turns(chat_format: ChatFormat) -> None:
-    text = chat_format.render_text([Message("user", "hi")], [], add_generation_prompt=True)
+    text = chat_format.render_text([Message(role="user", content="hi")], [], add_generation_prompt=True)
     with pytest.raises(ChatFormatError, match="end-of-turn"):
         chat_format.suffix_of(text, 5)
 
@@ -96,8 +109,8 @@ def test_template_without_end_of_turn_is_refused(tiny_model_dir: Path, tmp_path:
 def test_a_turn_at_a_time_gives_the_whole_texts_ids_cold_and_cached(
     chat_format: ChatFormat, history: str, tools: list[ToolSpec]
 ) -> None:
-    head = [Message("system", "You are terse."), Message("user", "list files")]
-    reply = _call("bash", {"command": "ls -la"}) if tools else Message("assistant", "Sure: ls")
+    head = [Message(role="system", content="You are terse."), Message(role="user", content="list files")]
+    reply = _call("bash", {"command": "ls -la"}) if tools else Message(role="assistant", content="Sure: ls")
     text = chat_format.render_text(head + [reply] + HISTORIES[history], tools, add_generation_prompt=True)
     assert chat_format.turns is not None
     fresh = ChatFormat.load(chat_format.model_dir)
@@ -178,12 +191,18 @@ def test_a_tokenizer_that_marks_the_start_of_every_text_gets_no_turn_cache(tiny_
 
     base = ChatFormat.load(tiny_model_dir)
     marked = MarksEachStart(
-        base.tokenizer, base.end_of_turn, base.end_of_turn_id, base.closing_ids, base.model_dir
+        tokenizer=base.tokenizer,
+        end_of_turn=base.end_of_turn,
+        end_of_turn_id=base.end_of_turn_id,
+        closing_ids=base.closing_ids,
+        model_dir=base.model_dir,
     )
     marked._check_turn_cut()
     assert marked.turns is None
     text = base.render_text(
-        [Message("user", "hi"), Message("assistant", "yo")], [], add_generation_prompt=True
+        [Message(role="user", content="hi"), Message(role="assistant", content="yo")],
+        [],
+        add_generation_prompt=True,
     )
     assert marked.encode_turns(text) == marked.encode(text)
 
@@ -196,7 +215,11 @@ def test_the_ids_only_path_gives_the_tokenizers_ids(
     assert fmt.ids_only is not None  # both tokenizers ship a Rust backend that agrees
     texts = [
         fmt.render_text(
-            [Message("system", "Be terse."), Message("user", text), _call("bash", {"command": "ls"})],
+            [
+                Message(role="system", content="Be terse."),
+                Message(role="user", content=text),
+                _call("bash", {"command": "ls"}),
+            ],
             [BASH],
             add_generation_prompt=True,
         )
@@ -220,7 +243,13 @@ def test_a_tokenizer_without_an_agreeing_ids_only_path_keeps_the_plain_one(tiny_
         def __getattr__(self, name: str) -> object:
             return getattr(base.tokenizer, name)
 
-    fmt = ChatFormat(Wrapped(), base.end_of_turn, base.end_of_turn_id, base.closing_ids, base.model_dir)
+    fmt = ChatFormat(
+        tokenizer=Wrapped(),
+        end_of_turn=base.end_of_turn,
+        end_of_turn_id=base.end_of_turn_id,
+        closing_ids=base.closing_ids,
+        model_dir=base.model_dir,
+    )
     fmt._use_ids_only()
     assert fmt.ids_only is None
     assert fmt.encode("a b") == base.tokenizer.encode("a b", add_special_tokens=False)
@@ -387,7 +416,13 @@ def test_a_tokenizer_whose_probe_disagrees_with_tiktoken_keeps_its_own_ids(tiny_
         def __getattr__(self, name: str) -> object:
             return getattr(base.tokenizer, name)
 
-    fmt = ChatFormat(Wrapped(), base.end_of_turn, base.end_of_turn_id, base.closing_ids, base.model_dir)
+    fmt = ChatFormat(
+        tokenizer=Wrapped(),
+        end_of_turn=base.end_of_turn,
+        end_of_turn_id=base.end_of_turn_id,
+        closing_ids=base.closing_ids,
+        model_dir=base.model_dir,
+    )
     fmt._use_fast_bpe()
     assert base.fast is not None and fmt.fast is None
 

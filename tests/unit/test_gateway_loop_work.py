@@ -28,7 +28,10 @@ def chat_format(tiny_model_dir: Path) -> ChatFormat:
 
 
 def conversation(messages: int) -> Conversation:
-    return Conversation("openai_chat", [Message("user", f"turn {i}") for i in range(messages)])
+    return Conversation(
+        provider_api="openai_chat",
+        messages=[Message(role="user", content=f"turn {i}") for i in range(messages)],
+    )
 
 
 async def where(
@@ -74,7 +77,10 @@ async def test_a_plan_given_up_on_the_loop_is_not_rendered_again_in_its_thread(
     # a chain's first call with a new user turn too long to tokenize on the loop: the loop renders it, gives up
     # at the tokenizer, and the thread tokenizes that same rendering
     task = "\n".join(f"line {i}: fix the parser" for i in range(LOOP_TOKENIZE_CHARS // 10))
-    conv = Conversation("openai_chat", [Message("system", "Be terse."), Message("user", task)])
+    conv = Conversation(
+        provider_api="openai_chat",
+        messages=[Message(role="system", content="Be terse."), Message(role="user", content=task)],
+    )
     splicer = Splicer(chat_format)
     renders: list[bool] = []  # ran on the loop's thread, one per render
     render_text = chat_format.render_text

@@ -28,46 +28,64 @@ def test_a_body_without_many_brackets_is_answered_from_the_count() -> None:
 
 
 def conversation(*messages: Message, max_tokens: int | None = None) -> Conversation:
-    return Conversation("openai_chat", list(messages), max_tokens=max_tokens)
+    return Conversation(provider_api="openai_chat", messages=list(messages), max_tokens=max_tokens)
 
 
 def test_tool_results_must_answer_an_earlier_call() -> None:
-    call = ToolCall("call_1", "bash", {"command": "ls"})
+    call = ToolCall(id="call_1", name="bash", arguments={"command": "ls"})
     check_conversation(
         conversation(
-            Message("user", "go"),
-            Message("assistant", "", [call]),
-            Message("tool", "x", tool_call_id="call_1"),
+            Message(role="user", content="go"),
+            Message(role="assistant", content="", tool_calls=[call]),
+            Message(role="tool", content="x", tool_call_id="call_1"),
         ),
         4096,
     )
     with pytest.raises(ProviderError, match="call_2") as orphan:
         check_conversation(
-            conversation(Message("user", "go"), Message("tool", "x", tool_call_id="call_2")), 4096
+            conversation(
+                Message(role="user", content="go"), Message(role="tool", content="x", tool_call_id="call_2")
+            ),
+            4096,
         )
     assert orphan.value.status == 400
 
 
 def test_an_impossible_max_tokens_is_refused_a_large_one_is_left_to_the_cap() -> None:
-    check_conversation(conversation(Message("user", "go"), max_tokens=32000), 4096)  # Claude Code's default
+    check_conversation(
+        conversation(Message(role="user", content="go"), max_tokens=32000), 4096
+    )  # Claude Code's default
     with pytest.raises(ProviderError, match="max_tokens is too large: 2147483647; at most 131072"):
-        check_conversation(conversation(Message("user", "go"), max_tokens=2**31 - 1), 4096)
+        check_conversation(conversation(Message(role="user", content="go"), max_tokens=2**31 - 1), 4096)
 
 
 def test_the_prompt_floor_is_a_lower_bound() -> None:
-    assert prompt_token_floor(conversation(Message("user", "a" * 100)), 16) == 7
-    assert prompt_token_floor(conversation(Message("assistant", "", reasoning="b" * 32)), 16) == 2
+    assert prompt_token_floor(conversation(Message(role="user", content="a" * 100)), 16) == 7
+    assert (
+        prompt_token_floor(conversation(Message(role="assistant", content="", reasoning="b" * 32)), 16) == 2
+    )
 
 
 def test_the_prompt_floor_counts_tools_and_tool_call_arguments() -> None:
     from services.gateway.conversation import ToolSpec
 
-    plain = conversation(Message("user", "go"))
+    plain = conversation(Message(role="user", content="go"))
     tooled = Conversation(
-        "openai_chat",
-        [Message("user", "go"), Message("assistant", "", [ToolCall("c1", "bash", {"command": "x" * 1600})])],
+        provider_api="openai_chat",
+        messages=[
+            Message(role="user", content="go"),
+            Message(
+                role="assistant",
+                content="",
+                tool_calls=[ToolCall(id="c1", name="bash", arguments={"command": "x" * 1600})],
+            ),
+        ],
         tools=[
-            ToolSpec("bash", "d" * 3200, {"type": "object", "properties": {"p": {"description": "s" * 1600}}})
+            ToolSpec(
+                name="bash",
+                description="d" * 3200,
+                parameters={"type": "object", "properties": {"p": {"description": "s" * 1600}}},
+            )
         ],
     )
     assert prompt_token_floor(plain, 16) == 1

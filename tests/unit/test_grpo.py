@@ -22,7 +22,9 @@ def _rollout(rid: str, group: str, reward: float, n_sampled: int, behavior: floa
         sampled_logprobs=np.full(n_sampled, behavior, np.float32),
         policy_version=0,
     )
-    return Rollout(rid, group, reward, (Chain(rid + "c", rid, group, (call,)),))
+    return Rollout(
+        rollout_id=rid, group_id=group, reward=reward, chains=(Chain(rid + "c", rid, group, (call,)),)
+    )
 
 
 def test_mean_and_leave_one_out_baselines() -> None:
@@ -88,7 +90,16 @@ def test_token_and_sequence_aggregation_weights() -> None:
 def _objective(config: grpo.GRPOConfig, advantage: float, behavior: float, reference=None):  # type: ignore[no-untyped-def]
     batch = TrainingBatch([_rollout("a", "g", 0.0, 1, behavior)])
     batch = TrainingBatch(
-        [Rollout(r.rollout_id, r.group_id, r.reward, r.chains, advantage) for r in batch.rollouts]
+        [
+            Rollout(
+                rollout_id=r.rollout_id,
+                group_id=r.group_id,
+                reward=r.reward,
+                chains=r.chains,
+                advantage=advantage,
+            )
+            for r in batch.rollouts
+        ]
     )
     return grpo.TokenObjective(batch, config, torch.device("cpu"), reference)
 
@@ -190,7 +201,12 @@ def test_mean_reward_rises_on_a_toy_reward(tiny_policy) -> None:  # type: ignore
                 )
                 rid = f"s{step}g{g}r{i}"
                 rollouts.append(
-                    Rollout(rid, f"s{step}g{g}", reward, (Chain(rid, rid, f"s{step}g{g}", (call,)),))
+                    Rollout(
+                        rollout_id=rid,
+                        group_id=f"s{step}g{g}",
+                        reward=reward,
+                        chains=(Chain(rid, rid, f"s{step}g{g}", (call,)),),
+                    )
                 )
         batch = TrainingBatch(grpo.with_advantages(rollouts, config))
         result = grpo.grpo_step(model, optimizer, batch, config)

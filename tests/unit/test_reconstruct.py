@@ -167,7 +167,12 @@ def test_chain_that_is_a_prefix_of_another() -> None:
     # A retry that stopped earlier: the same first call only. Its tokens are fully inside the other chain.
     retry = Chain("retry", first.rollout_id, first.group_id, first.calls[:1])
     rollouts = [replace(batch.rollouts[0], chains=(first, retry)), batch.rollouts[1]]
-    batch2 = TrainingBatch([Rollout(r.rollout_id, r.group_id, r.reward, r.chains) for r in rollouts])
+    batch2 = TrainingBatch(
+        [
+            Rollout(rollout_id=r.rollout_id, group_id=r.group_id, reward=r.reward, chains=r.chains)
+            for r in rollouts
+        ]
+    )
     pack = reconstruct.plan(batch2, "trie")[0]
     assert pack.n_tokens == reconstruct.trie_lower_bound(batch)
     canonical = np.concatenate([s.targets.canonical for s in pack.segments])

@@ -22,40 +22,47 @@ def obj(*names: str, required: tuple[str, ...] = (), booleans: tuple[str, ...] =
 
 HARNESS_TOOLS = {
     "codex": [
-        ToolSpec("exec_command", parameters=obj("cmd", "workdir", required=("cmd",))),
-        ToolSpec("apply_patch", kind="custom"),
+        ToolSpec(name="exec_command", parameters=obj("cmd", "workdir", required=("cmd",))),
+        ToolSpec(name="apply_patch", kind="custom"),
     ],
     "claude-code": [
-        ToolSpec("Bash", parameters=obj("command", "description", required=("command",))),
-        ToolSpec("Write", parameters=obj("file_path", "content", required=("file_path", "content"))),
-        ToolSpec("Read", parameters=obj("file_path", required=("file_path",))),
+        ToolSpec(name="Bash", parameters=obj("command", "description", required=("command",))),
+        ToolSpec(name="Write", parameters=obj("file_path", "content", required=("file_path", "content"))),
+        ToolSpec(name="Read", parameters=obj("file_path", required=("file_path",))),
     ],
     "claude-code-bare": [
-        ToolSpec("Bash", parameters=obj("command", "description", required=("command",))),
-        ToolSpec("Edit", parameters=obj("file_path", "old_string", "new_string", required=("file_path",))),
-        ToolSpec("Read", parameters=obj("file_path", required=("file_path",))),
+        ToolSpec(name="Bash", parameters=obj("command", "description", required=("command",))),
+        ToolSpec(
+            name="Edit", parameters=obj("file_path", "old_string", "new_string", required=("file_path",))
+        ),
+        ToolSpec(name="Read", parameters=obj("file_path", required=("file_path",))),
     ],
     "qwen-code": [
         ToolSpec(
-            "run_shell_command",
+            name="run_shell_command",
             parameters=obj(
                 "command", "description", required=("command", "is_background"), booleans=("is_background",)
             ),
         ),
-        ToolSpec("write_file", parameters=obj("file_path", "content", required=("file_path", "content"))),
-        ToolSpec("read_file", parameters=obj("absolute_path", required=("absolute_path",))),
+        ToolSpec(
+            name="write_file", parameters=obj("file_path", "content", required=("file_path", "content"))
+        ),
+        ToolSpec(name="read_file", parameters=obj("absolute_path", required=("absolute_path",))),
     ],
     "pi": [
-        ToolSpec("bash", parameters=obj("command")),
-        ToolSpec("write", parameters=obj("path", "content")),
-        ToolSpec("read", parameters=obj("path")),
+        ToolSpec(name="bash", parameters=obj("command")),
+        ToolSpec(name="write", parameters=obj("path", "content")),
+        ToolSpec(name="read", parameters=obj("path")),
     ],
     "gemini": [
         ToolSpec(
-            "run_shell_command", parameters=obj("command", "description", "dir_path", required=("command",))
+            name="run_shell_command",
+            parameters=obj("command", "description", "dir_path", required=("command",)),
         ),
-        ToolSpec("write_file", parameters=obj("file_path", "content", required=("file_path", "content"))),
-        ToolSpec("read_file", parameters=obj("file_path", "start_line", required=("file_path",))),
+        ToolSpec(
+            name="write_file", parameters=obj("file_path", "content", required=("file_path", "content"))
+        ),
+        ToolSpec(name="read_file", parameters=obj("file_path", "start_line", required=("file_path",))),
     ],
 }
 CWD_LINES = {
@@ -106,8 +113,13 @@ def chat_format(tiny_model_dir: Path) -> ChatFormat:
 
 
 def prompt_text(chat_format: ChatFormat, harness: str, tool_results: int) -> str:
-    messages = [Message("system", f"Agent.\n{CWD_LINES[harness]}"), Message("user", "make hello.txt")]
-    messages += [Message("tool", f"result {i}", tool_call_id=f"c{i}") for i in range(tool_results)]
+    messages = [
+        Message(role="system", content=f"Agent.\n{CWD_LINES[harness]}"),
+        Message(role="user", content="make hello.txt"),
+    ]
+    messages += [
+        Message(role="tool", content=f"result {i}", tool_call_id=f"c{i}") for i in range(tool_results)
+    ]
     return chat_format.render_text(messages, HARNESS_TOOLS[harness], add_generation_prompt=True)
 
 
@@ -126,14 +138,18 @@ def test_one_script_drives_every_harness(chat_format: ChatFormat, harness: str) 
 
 
 def test_side_call_without_tools_gets_the_final_text(chat_format: ChatFormat) -> None:
-    text = chat_format.render_text([Message("user", "title?")], [], add_generation_prompt=True)
+    text = chat_format.render_text([Message(role="user", content="title?")], [], add_generation_prompt=True)
     assert step_text([{"run": "ls"}, {"say": "finished"}], text) == "finished"
 
 
 def test_ids_logprobs_and_cut(tiny_model_dir: Path, chat_format: ChatFormat) -> None:
     policy = ScriptedPolicy(tiny_model_dir, [{"say": "hello there"}])
     prompt = chat_format.render_prompt(
-        Conversation("openai_chat", [Message("user", "hi")], HARNESS_TOOLS["pi"])
+        Conversation(
+            provider_api="openai_chat",
+            messages=[Message(role="user", content="hi")],
+            tools=HARNESS_TOOLS["pi"],
+        )
     )
     ids, finish = policy.sample(prompt, 100)
     assert finish == "stop" and ids[-1] == chat_format.end_of_turn_id
@@ -155,7 +171,9 @@ def test_scripts_rotate_per_conversation_and_stay_with_it(
     first_turns = []
     for _ in range(2):
         conversation = Conversation(
-            "openai_chat", [Message("system", "Agent."), Message("user", "fix it")], tools
+            provider_api="openai_chat",
+            messages=[Message(role="system", content="Agent."), Message(role="user", content="fix it")],
+            tools=tools,
         )
         ids, _ = policy.sample(chat_format.render_prompt(conversation), 200)
         first_turns.append(ids)
@@ -163,7 +181,11 @@ def test_scripts_rotate_per_conversation_and_stay_with_it(
     assert '"right"' in texts[0] and '"wrong"' in texts[1]
     # the second call of the failing conversation holds its own first reply and gets its script's next step
     prompt = chat_format.render_prompt(
-        Conversation("openai_chat", [Message("system", "Agent."), Message("user", "fix it")], tools)
+        Conversation(
+            provider_api="openai_chat",
+            messages=[Message(role="system", content="Agent."), Message(role="user", content="fix it")],
+            tools=tools,
+        )
     )
     prompt += first_turns[1] + chat_format.encode(
         "\n<|im_start|>user\n<tool_response>\nok\n</tool_response><|im_end|>\n<|im_start|>assistant\n"

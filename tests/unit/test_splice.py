@@ -25,10 +25,18 @@ from shared.inference_client import PromptIds
 
 pytestmark = pytest.mark.unit
 
-BASH = ToolSpec("bash", "Run a command", {"type": "object", "properties": {"command": {"type": "string"}}})
-READ = ToolSpec("read", "Read a file", {"type": "object", "properties": {"path": {"type": "string"}}})
-SYSTEM = Message("system", "You are a coding agent.")
-TASK = Message("user", "Create hello.txt")
+BASH = ToolSpec(
+    name="bash",
+    description="Run a command",
+    parameters={"type": "object", "properties": {"command": {"type": "string"}}},
+)
+READ = ToolSpec(
+    name="read",
+    description="Read a file",
+    parameters={"type": "object", "properties": {"path": {"type": "string"}}},
+)
+SYSTEM = Message(role="system", content="You are a coding agent.")
+TASK = Message(role="user", content="Create hello.txt")
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +45,9 @@ def chat_format(tiny_model_dir: Path) -> ChatFormat:
 
 
 def conv(messages: list[Message], tools: list[ToolSpec] | None = None) -> Conversation:
-    return Conversation("openai_chat", messages, [BASH] if tools is None else tools)
+    return Conversation(
+        provider_api="openai_chat", messages=messages, tools=[BASH] if tools is None else tools
+    )
 
 
 class Driver:
@@ -97,7 +107,11 @@ class Driver:
 
 
 def bash_reply(command: str) -> Message:
-    return Message("assistant", "", [ToolCall("call_1", "bash", {"command": command})])
+    return Message(
+        role="assistant",
+        content="",
+        tool_calls=[ToolCall(id="call_1", name="bash", arguments={"command": command})],
+    )
 
 
 def test_every_prompt_is_previous_prompt_plus_sampled_plus_suffix(chat_format: ChatFormat) -> None:
@@ -118,9 +132,13 @@ def test_every_prompt_is_previous_prompt_plus_sampled_plus_suffix(chat_format: C
         previous = (plan.prompt_ids, sampled)
         # the harness echoes our reply with re-serialized JSON arguments and content null -> ""
         echo = Message(
-            "assistant", "", [ToolCall("other_id", "bash", {"command": f"echo {turn} > f{turn}.txt"})]
+            role="assistant",
+            content="",
+            tool_calls=[
+                ToolCall(id="other_id", name="bash", arguments={"command": f"echo {turn} > f{turn}.txt"})
+            ],
         )
-        messages = messages + [echo, Message("tool", f"ok {turn}", tool_call_id="other_id")]
+        messages = messages + [echo, Message(role="tool", content=f"ok {turn}", tool_call_id="other_id")]
 
 
 def test_only_messages_new_to_the_chain_are_left_to_digest(chat_format: ChatFormat) -> None:
@@ -130,7 +148,7 @@ def test_only_messages_new_to_the_chain_are_left_to_digest(chat_format: ChatForm
     assert ConversationDigest(first).undigested_chars() == len(SYSTEM.content) + len(TASK.content)
     reply = bash_reply("ls")
     driver.call(first, reply)
-    output = Message("tool", "a.txt\n" * 50, tool_call_id="call_1")
+    output = Message(role="tool", content="a.txt\n" * 50, tool_call_id="call_1")
     digest = ConversationDigest(conv([SYSTEM, TASK, reply, output]))
     choice = driver.splicer.choose(digest, driver.tips)  # matching the tip's history takes its meanings
     assert choice.extends is not None and digest.undigested_chars() == len(output.content)
@@ -156,11 +174,15 @@ def test_incremental_retemplate_equals_a_full_render(chat_format: ChatFormat) ->
         driver.commit(
             plan, digest, bash_reply(f"echo {turn} é"), driver.sample(bash_reply(f"echo {turn} é")), cut
         )
-        echo = Message("assistant", "", [ToolCall("x", "bash", {"command": f"echo {turn} é"})])
+        echo = Message(
+            role="assistant",
+            content="",
+            tool_calls=[ToolCall(id="x", name="bash", arguments={"command": f"echo {turn} é"})],
+        )
         messages = messages + [
             echo,
-            Message("tool", f"out {turn}\n", tool_call_id="x"),
-            Message("user", "next"),
+            Message(role="tool", content=f"out {turn}\n", tool_call_id="x"),
+            Message(role="user", content="next"),
         ]
 
 
@@ -174,8 +196,8 @@ def test_the_drift_check_reuses_the_splice_s_rendering(chat_format: ChatFormat) 
             SYSTEM,
             TASK,
             bash_reply("ls"),
-            Message("tool", "a.txt\n", tool_call_id="call_1"),
-            Message("user", "go"),
+            Message(role="tool", content="a.txt\n", tool_call_id="call_1"),
+            Message(role="user", content="go"),
         ]
     )
     plan, _ = driver.plan(conversation)
@@ -198,9 +220,14 @@ def test_the_drift_check_reuses_the_splice_s_rendering(chat_format: ChatFormat) 
 
 def test_cut_reply_gets_closing_tokens(chat_format: ChatFormat) -> None:
     driver = Driver(chat_format)
-    first, sampled = driver.call(conv([SYSTEM, TASK]), Message("assistant", "I will think about"), cut=True)
-    echo = Message("assistant", "I will think about")
-    plan, _ = driver.call(conv([SYSTEM, TASK, echo, Message("user", "continue")]), Message("assistant", "ok"))
+    first, sampled = driver.call(
+        conv([SYSTEM, TASK]), Message(role="assistant", content="I will think about"), cut=True
+    )
+    echo = Message(role="assistant", content="I will think about")
+    plan, _ = driver.call(
+        conv([SYSTEM, TASK, echo, Message(role="user", content="continue")]),
+        Message(role="assistant", content="ok"),
+    )
     assert plan.extends is not None
     assert plan.suffix_ids[0] == chat_format.end_of_turn_id  # closing token, loss mask 0
     assert plan.prompt_ids == first.prompt_ids + sampled + list(plan.suffix_ids)
@@ -208,8 +235,10 @@ def test_cut_reply_gets_closing_tokens(chat_format: ChatFormat) -> None:
 
 def test_no_drift_when_rendering_matches(chat_format: ChatFormat) -> None:
     driver = Driver(chat_format)
-    driver.call(conv([SYSTEM, TASK]), Message("assistant", "hello"))
-    conversation = conv([SYSTEM, TASK, Message("assistant", "hello"), Message("user", "again")])
+    driver.call(conv([SYSTEM, TASK]), Message(role="assistant", content="hello"))
+    conversation = conv(
+        [SYSTEM, TASK, Message(role="assistant", content="hello"), Message(role="user", content="again")]
+    )
     plan, _ = driver.plan(conversation)
     drifted, cut = driver.splicer.drift(conversation, plan, driver.ids[1])
     assert not drifted and cut is not None
@@ -224,7 +253,7 @@ def test_drift_when_the_model_formats_differently_from_the_template(chat_format:
         '<tool_call>\n{"name":  "bash", "arguments": {"command": "ls"}}\n</tool_call>'
     )
     driver.commit(plan1, digest1, reply, sampled + [chat_format.end_of_turn_id])
-    conversation = conv([SYSTEM, TASK, reply, Message("tool", "x", tool_call_id="call_1")])
+    conversation = conv([SYSTEM, TASK, reply, Message(role="tool", content="x", tool_call_id="call_1")])
     plan, _ = driver.plan(conversation)
     assert plan.extends is not None
     rendered = driver.splicer.retemplate(conversation, plan.extends, driver.ids[1])
@@ -239,7 +268,7 @@ def test_retemplate_mode_forks_where_tokens_disagree(chat_format: ChatFormat) ->
     reply = bash_reply("ls")
     odd = chat_format.encode('<tool_call>\n{"name":  "bash", "arguments": {"command": "ls"}}\n</tool_call>')
     driver.commit(plan1, digest1, reply, odd + [chat_format.end_of_turn_id])
-    conversation = conv([SYSTEM, TASK, reply, Message("tool", "x", tool_call_id="call_1")])
+    conversation = conv([SYSTEM, TASK, reply, Message(role="tool", content="x", tool_call_id="call_1")])
     plan, _ = driver.plan(conversation)
     assert plan.extends is None and plan.fork_reason == "edited_history"
     assert plan.prompt_ids == chat_format.render_prompt(conversation)
@@ -247,7 +276,9 @@ def test_retemplate_mode_forks_where_tokens_disagree(chat_format: ChatFormat) ->
 
 def _forked(chat_format: ChatFormat, second: Conversation) -> str | None:
     driver = Driver(chat_format)
-    first = conv([SYSTEM, TASK, bash_reply("ls"), Message("tool", "a.txt", tool_call_id="call_1")])
+    first = conv(
+        [SYSTEM, TASK, bash_reply("ls"), Message(role="tool", content="a.txt", tool_call_id="call_1")]
+    )
     driver.call(first, bash_reply("cat a.txt"))
     plan, _ = driver.plan(second)
     assert plan.extends is None
@@ -255,21 +286,25 @@ def _forked(chat_format: ChatFormat, second: Conversation) -> str | None:
     return plan.fork_reason
 
 
-HISTORY = [SYSTEM, TASK, bash_reply("ls"), Message("tool", "a.txt", tool_call_id="call_1")]
-NEXT = [bash_reply("cat a.txt"), Message("tool", "hi", tool_call_id="call_2")]
+HISTORY = [SYSTEM, TASK, bash_reply("ls"), Message(role="tool", content="a.txt", tool_call_id="call_1")]
+NEXT = [bash_reply("cat a.txt"), Message(role="tool", content="hi", tool_call_id="call_2")]
 
 FORKS = {
     "retry": conv(HISTORY),
-    "tools_changed": Conversation("openai_chat", HISTORY + NEXT, [BASH, READ]),
-    "system_changed": conv([Message("system", "You are another agent.")] + HISTORY[1:] + NEXT),
+    "tools_changed": Conversation(provider_api="openai_chat", messages=HISTORY + NEXT, tools=[BASH, READ]),
+    "system_changed": conv([Message(role="system", content="You are another agent.")] + HISTORY[1:] + NEXT),
     "subagent": Conversation(
-        "openai_chat", [Message("system", "You explore."), Message("user", "find x")], [READ]
+        provider_api="openai_chat",
+        messages=[Message(role="system", content="You explore."), Message(role="user", content="find x")],
+        tools=[READ],
     ),
-    "new_conversation": conv([SYSTEM, Message("user", "Something else entirely")]),
-    "truncated_history": conv([SYSTEM, Message("tool", "a.txt", tool_call_id="call_1")] + NEXT),
-    "compaction": conv([SYSTEM, TASK, Message("assistant", "Summary: listed files, found a.txt.")]),
+    "new_conversation": conv([SYSTEM, Message(role="user", content="Something else entirely")]),
+    "truncated_history": conv([SYSTEM, Message(role="tool", content="a.txt", tool_call_id="call_1")] + NEXT),
+    "compaction": conv(
+        [SYSTEM, TASK, Message(role="assistant", content="Summary: listed files, found a.txt.")]
+    ),
     "edited_history": conv(
-        [SYSTEM, TASK, bash_reply("ls -la"), Message("tool", "a.txt", tool_call_id="c")] + NEXT
+        [SYSTEM, TASK, bash_reply("ls -la"), Message(role="tool", content="a.txt", tool_call_id="c")] + NEXT
     ),
 }
 
@@ -281,7 +316,9 @@ def test_fork_reason(chat_format: ChatFormat, reason: str) -> None:
 
 def test_edited_reply_is_edited_history(chat_format: ChatFormat) -> None:
     """Claude rewrites the turn after an empty reply; a changed reply of ours is edited history, not a splice."""
-    second = conv(HISTORY + [bash_reply("cat b.txt"), Message("tool", "no", tool_call_id="call_2")])
+    second = conv(
+        HISTORY + [bash_reply("cat b.txt"), Message(role="tool", content="no", tool_call_id="call_2")]
+    )
     assert _forked(chat_format, second) == "edited_history"
 
 
@@ -296,21 +333,23 @@ def test_a_subagent_interleaved_with_the_main_agent_keeps_both_chains(chat_forma
     driver = Driver(chat_format)
     main, _ = driver.call(conv([SYSTEM, TASK]), bash_reply("ls"))
     sub_conversation = FORKS["subagent"]
-    sub, _ = driver.call(sub_conversation, Message("assistant", "found"))
+    sub, _ = driver.call(sub_conversation, Message(role="assistant", content="found"))
     assert sub.fork_reason == "subagent"
-    resumed, _ = driver.plan(conv([SYSTEM, TASK, bash_reply("ls"), Message("tool", "x", tool_call_id="i")]))
+    resumed, _ = driver.plan(
+        conv([SYSTEM, TASK, bash_reply("ls"), Message(role="tool", content="x", tool_call_id="i")])
+    )
     assert resumed.extends is not None and resumed.extends.chain_id == 1 and resumed.position == 1
 
 
 def test_racing_calls_on_one_tip_become_a_retry_fork(chat_format: ChatFormat) -> None:
     driver = Driver(chat_format)
     driver.call(conv([SYSTEM, TASK]), bash_reply("ls"))
-    second = conv([SYSTEM, TASK, bash_reply("ls"), Message("tool", "x", tool_call_id="i")])
+    second = conv([SYSTEM, TASK, bash_reply("ls"), Message(role="tool", content="x", tool_call_id="i")])
     plan_a, digest_a = driver.plan(second)
     plan_b, digest_b = driver.plan(second)
-    driver.commit(plan_a, digest_a, Message("assistant", "a"), [1, 2])
+    driver.commit(plan_a, digest_a, Message(role="assistant", content="a"), [1, 2])
     with pytest.raises(TipMoved):
-        driver.commit(plan_b, digest_b, Message("assistant", "b"), [3, 4])
+        driver.commit(plan_b, digest_b, Message(role="assistant", content="b"), [3, 4])
     fork = driver.splicer.as_retry_fork(plan_b)
     assert fork.fork_reason == "retry" and list(fork.suffix_ids) == plan_b.prompt_ids and fork.position == 0
     assert fork.parent_chain_id == 1
@@ -338,13 +377,13 @@ def test_claude_billing_header_line_is_ignored() -> None:
 def test_claude_system_reminder_date_is_ignored() -> None:
     a = "<system-reminder>\n# currentDate\nToday's date is 2026-11-30.\n</system-reminder>\nfix it"
     b = "<system-reminder>\n# currentDate\nToday's date is 2026-12-01.\n</system-reminder>\nfix it"
-    assert message_key(Message("user", a)) == message_key(Message("user", b))
+    assert message_key(Message(role="user", content=a)) == message_key(Message(role="user", content=b))
 
 
 def test_claude_bare_system_prompt_date_is_ignored() -> None:
     prompt = "You are a Claude agent, built on Anthropic's Claude Agent SDK.\nCWD: /workspace\nDate: {}"
     a, b = prompt.format("2026-11-30"), prompt.format("2026-12-01")
-    assert message_key(Message("system", a)) == message_key(Message("system", b))
+    assert message_key(Message(role="system", content=a)) == message_key(Message(role="system", content=b))
     assert normalize_text(a) != normalize_text(b.replace("/workspace", "/elsewhere"))
 
 
@@ -394,13 +433,31 @@ def test_a_rule_whose_literal_is_not_in_its_pattern_is_refused() -> None:
     from services.gateway.normalize import VolatileLineRule
 
     with pytest.raises(ValueError, match="not literal text"):
-        VolatileLineRule("typo", "pi", re.compile(r"^Current date: .*"), "x", "Current Date")
+        VolatileLineRule(
+            name="typo",
+            harness="pi",
+            pattern=re.compile(r"^Current date: .*"),
+            replacement="x",
+            literal="Current Date",
+        )
 
 
 def test_arguments_compare_as_json_and_ids_do_not_matter() -> None:
-    ours = Message("assistant", "", [ToolCall("call_a", "bash", {"command": "ls", "timeout": 5})])
-    echo = Message("assistant", "  ", [ToolCall("call_b", "bash", '{"timeout":5,"command":"ls"}')])
-    other = Message("assistant", "", [ToolCall("call_a", "bash", {"command": "ls", "timeout": 6})])
+    ours = Message(
+        role="assistant",
+        content="",
+        tool_calls=[ToolCall(id="call_a", name="bash", arguments={"command": "ls", "timeout": 5})],
+    )
+    echo = Message(
+        role="assistant",
+        content="  ",
+        tool_calls=[ToolCall(id="call_b", name="bash", arguments='{"timeout":5,"command":"ls"}')],
+    )
+    other = Message(
+        role="assistant",
+        content="",
+        tool_calls=[ToolCall(id="call_a", name="bash", arguments={"command": "ls", "timeout": 6})],
+    )
     assert message_key(ours) == message_key(echo)
     assert message_key(ours) != message_key(other)
 
@@ -414,7 +471,9 @@ def test_real_edits_are_not_normalized_away() -> None:
 def test_retemplate_mode_extends_where_tokens_agree(chat_format: ChatFormat) -> None:
     driver = Driver(chat_format, "retemplate")
     first, sampled = driver.call(conv([SYSTEM, TASK]), bash_reply("ls"))
-    conversation = conv([SYSTEM, TASK, bash_reply("ls"), Message("tool", "x", tool_call_id="call_1")])
+    conversation = conv(
+        [SYSTEM, TASK, bash_reply("ls"), Message(role="tool", content="x", tool_call_id="call_1")]
+    )
     plan, _ = driver.plan(conversation)
     assert plan.extends is not None and plan.position == 1
     assert plan.prompt_ids == chat_format.render_prompt(conversation)
@@ -447,8 +506,14 @@ def test_byte_identical_messages_are_not_normalized_again(chat_format: ChatForma
     in bytes (re-serialized arguments, another call id) still matches by meaning."""
     driver = Driver(chat_format)
     driver.call(conv([SYSTEM, TASK]), bash_reply("ls"))
-    echo = Message("assistant", "", [ToolCall("other", "bash", '{"command":"ls"}')])
-    digest = ConversationDigest(conv([SYSTEM, TASK, echo, Message("tool", "x", tool_call_id="other")]))
+    echo = Message(
+        role="assistant",
+        content="",
+        tool_calls=[ToolCall(id="other", name="bash", arguments='{"command":"ls"}')],
+    )
+    digest = ConversationDigest(
+        conv([SYSTEM, TASK, echo, Message(role="tool", content="x", tool_call_id="other")])
+    )
     choice = driver.splicer.choose(digest, driver.tips)
     assert choice.extends is not None
     assert digest._meaning[0] is not None and digest._meaning[1] is not None  # adopted from the tip

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.unit
 
 TOOLS = [
     ToolSpec(
-        "exec",
+        name="exec",
         parameters={
             "type": "object",
             "properties": {
@@ -23,7 +23,7 @@ TOOLS = [
             },
         },
     ),
-    ToolSpec("apply_patch", kind="custom"),
+    ToolSpec(name="apply_patch", kind="custom"),
 ]
 
 HERMES = (
@@ -36,7 +36,7 @@ XML = (
 
 
 def run(text: str, step: int | None = None) -> tuple[ToolCallParser, list]:
-    parser = ToolCallParser(TOOLS)
+    parser = ToolCallParser(tools=TOOLS)
     events: list = []
     pieces = [text] if step is None else [text[i : i + step] for i in range(0, len(text), step)]
     for piece in pieces:
@@ -102,7 +102,7 @@ def test_parse_failure_returns_text_and_records_error(text: str, reason: str) ->
 
 
 def test_text_streams_before_block_closes() -> None:
-    parser = ToolCallParser(TOOLS)
+    parser = ToolCallParser(tools=TOOLS)
     first = parser.feed("Hello wor")
     assert [e.text for e in first] == ["Hello wor"]
     held = parser.feed("ld <tool_")

@@ -263,89 +263,85 @@ def render(completion: Completion, conversation: Conversation) -> dict[str, Any]
     return _message(message_id, conversation.model or completion.model, content, completion)
 
 
+def _frame(event_type: str, **payload: Any) -> bytes:
+    return sse_event(event_type, {"type": event_type, **payload})
+
+
+class _MessagesStream:
+    """The content blocks of one streamed Messages reply: which block is open and the thinking it holds."""
+
+    def __init__(self) -> None:
+        self.index = -1
+        self.open_kind: str | None = None  # "thinking" or "text": the block receiving deltas
+        self.thinking: list[str] = []
+
+    def open_block(self, kind: str, block: dict[str, Any]) -> bytes:
+        self.index += 1
+        self.open_kind = kind
+        return _frame("content_block_start", index=self.index, content_block=block)
+
+    def close_block(self) -> list[bytes]:
+        if self.open_kind is None:
+            return []
+        frames = []
+        if self.open_kind == "thinking":
+            signature = f.reasoning_signature("".join(self.thinking))
+            frames.append(
+                _frame(
+                    "content_block_delta",
+                    index=self.index,
+                    delta={"type": "signature_delta", "signature": signature},
+                )
+            )
+            self.thinking.clear()
+        frames.append(_frame("content_block_stop", index=self.index))
+        self.open_kind = None
+        return frames
+
+    def delta(self, delta: dict[str, Any]) -> bytes:
+        return _frame("content_block_delta", index=self.index, delta=delta)
+
+
 async def render_stream(
     events: AsyncIterator[StreamEvent], conversation: Conversation
 ) -> AsyncIterator[bytes]:
     """``message_start``, ``ping``, per block start/delta(s)/stop, ``message_delta``, ``message_stop``."""
-    index = -1
-    open_kind: str | None = None  # "thinking" or "text": the block receiving deltas
-    thinking: list[str] = []
-
-    def frame(event_type: str, **payload: Any) -> bytes:
-        return sse_event(event_type, {"type": event_type, **payload})
-
-    def open_block(kind: str, block: dict[str, Any]) -> bytes:
-        nonlocal index, open_kind
-        index += 1
-        open_kind = kind
-        return frame("content_block_start", index=index, content_block=block)
-
-    def close_block() -> list[bytes]:
-        nonlocal open_kind
-        if open_kind is None:
-            return []
-        frames = []
-        if open_kind == "thinking":
-            signature = f.reasoning_signature("".join(thinking))
-            frames.append(
-                frame(
-                    "content_block_delta",
-                    index=index,
-                    delta={"type": "signature_delta", "signature": signature},
-                )
-            )
-            thinking.clear()
-        frames.append(frame("content_block_stop", index=index))
-        open_kind = None
-        return frames
-
+    blocks = _MessagesStream()
     message_id = f.random_id(MESSAGE_ID_PREFIX)
-    yield frame("message_start", message=_message(message_id, conversation.model, [], None))
-    yield frame("ping")
+    yield _frame("message_start", message=_message(message_id, conversation.model, [], None))
+    yield _frame("ping")
     emitted_visible = False
     async for event in settled_events(events):
         frames: list[bytes] = []
         if isinstance(event, ReasoningDelta):
-            if open_kind != "thinking":
-                frames += close_block()
-                frames.append(open_block("thinking", {"type": "thinking", "thinking": "", "signature": ""}))
-            thinking.append(event.text)
-            frames.append(
-                frame(
-                    "content_block_delta",
-                    index=index,
-                    delta={"type": "thinking_delta", "thinking": event.text},
+            if blocks.open_kind != "thinking":
+                frames += blocks.close_block()
+                frames.append(
+                    blocks.open_block("thinking", {"type": "thinking", "thinking": "", "signature": ""})
                 )
-            )
+            blocks.thinking.append(event.text)
+            frames.append(blocks.delta({"type": "thinking_delta", "thinking": event.text}))
         elif isinstance(event, TextDelta):
-            if open_kind != "text":
-                frames += close_block()
-                frames.append(open_block("text", {"type": "text", "text": ""}))
+            if blocks.open_kind != "text":
+                frames += blocks.close_block()
+                frames.append(blocks.open_block("text", {"type": "text", "text": ""}))
             emitted_visible = True
-            frames.append(
-                frame("content_block_delta", index=index, delta={"type": "text_delta", "text": event.text})
-            )
+            frames.append(blocks.delta({"type": "text_delta", "text": event.text}))
         elif isinstance(event, ToolCallEvent):
-            frames += close_block()
+            frames += blocks.close_block()
             block = _tool_use_block(event.call)
-            frames.append(open_block("tool_use", {**block, "input": {}}))
-            frames.append(
-                frame(
-                    "content_block_delta",
-                    index=index,
-                    delta={"type": "input_json_delta", "partial_json": to_json(block["input"])},
-                )
-            )
-            frames += close_block()
+            frames.append(blocks.open_block("tool_use", {**block, "input": {}}))
+            frames.append(blocks.delta({"type": "input_json_delta", "partial_json": to_json(block["input"])}))
+            frames += blocks.close_block()
             emitted_visible = True
         elif isinstance(event, Finish):
-            frames += close_block()
+            frames += blocks.close_block()
             if not emitted_visible:  # same content as ``render``: an empty reply is one empty text block
-                frames.append(open_block("text", {"type": "text", "text": ""}))
-                frames += close_block()
+                frames.append(blocks.open_block("text", {"type": "text", "text": ""}))
+                frames += blocks.close_block()
             completion = event.completion
             frames.append(
-                frame(
+                _frame(
                     "message_delta",
                     delta={"stop_reason": _stop_reason(completion), "stop_sequence": None},
                     # input_tokens too: message_start went out before the prompt length was known here.
@@ -355,9 +351,9 @@ async def render_stream(
                     },
                 )
             )
-            frames.append(frame("message_stop"))
+            frames.append(_frame("message_stop"))
         else:
-            frames += close_block()
+            frames += blocks.close_block()
             frames.append(sse_event("error", render_error(event)))
         for chunk in frames:
             yield chunk

@@ -363,32 +363,28 @@ def render(completion: Completion, conversation: Conversation) -> dict[str, Any]
     )
 
 
-async def render_stream(
-    events: AsyncIterator[StreamEvent], conversation: Conversation
-) -> AsyncIterator[bytes]:
-    """The full Responses event sequence (every event with ``sequence_number``), ending in
-    ``response.completed`` / ``response.incomplete`` (or ``response.failed``)."""
-    response_id = f.random_id(RESPONSE_ID_PREFIX)
-    created_at = int(time.time())
-    suffix = _suffix(response_id)
-    sequence_number = 0
-    output: list[dict[str, Any]] = []
-    open_kind: str | None = None  # "reasoning" or "message": the item receiving deltas
-    open_text: list[str] = []
+class _ResponsesStream:
+    """The output items of one streamed Responses reply and the event frames that build them, numbered in order."""
 
-    def emit(event_type: str, **payload: Any) -> bytes:
-        nonlocal sequence_number
-        data = {"type": event_type, "sequence_number": sequence_number, **payload}
-        sequence_number += 1
+    def __init__(self, suffix: str) -> None:
+        self.suffix = suffix
+        self.sequence_number = 0
+        self.output: list[dict[str, Any]] = []
+        self.open_kind: str | None = None  # "reasoning" or "message": the item receiving deltas
+        self.open_text: list[str] = []
+
+    def emit(self, event_type: str, **payload: Any) -> bytes:
+        data = {"type": event_type, "sequence_number": self.sequence_number, **payload}
+        self.sequence_number += 1
         return sse_event(event_type, data)
 
-    def open_item(kind: str) -> list[bytes]:
-        nonlocal open_kind
-        open_kind = kind
-        open_text.clear()
+    def open_item(self, kind: str) -> list[bytes]:
+        emit, output = self.emit, self.output
+        self.open_kind = kind
+        self.open_text.clear()
         index = len(output)
         if kind == "reasoning":
-            item_id = f"rs_{suffix}_{index}"
+            item_id = f"rs_{self.suffix}_{index}"
             output.append({"type": "reasoning", "id": item_id, "summary": []})
             summary_part: dict[str, Any] = {"type": "summary_text", "text": ""}
             return [
@@ -396,7 +392,7 @@ async def render_stream(
                 emit("response.reasoning_summary_part.added", item_id=item_id, output_index=index,
                      summary_index=0, part=summary_part),
             ]  # fmt: skip
-        item_id = f"msg_{suffix}_{index}"
+        item_id = f"msg_{self.suffix}_{index}"
         output.append(_message_item(item_id, "", status="in_progress"))
         output[-1]["content"] = []
         part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
@@ -407,24 +403,24 @@ async def render_stream(
             ),
         ]
 
-    def delta(text: str) -> bytes:
-        open_text.append(text)
-        index = len(output) - 1
-        item_id = output[index]["id"]
-        if open_kind == "reasoning":
-            return emit("response.reasoning_summary_text.delta", item_id=item_id, output_index=index,
-                        summary_index=0, delta=text)  # fmt: skip
-        return emit("response.output_text.delta", item_id=item_id, output_index=index, content_index=0,
-                    delta=text, logprobs=[])  # fmt: skip
+    def delta(self, text: str) -> bytes:
+        self.open_text.append(text)
+        index = len(self.output) - 1
+        item_id = self.output[index]["id"]
+        if self.open_kind == "reasoning":
+            return self.emit("response.reasoning_summary_text.delta", item_id=item_id, output_index=index,
+                             summary_index=0, delta=text)  # fmt: skip
+        return self.emit("response.output_text.delta", item_id=item_id, output_index=index, content_index=0,
+                         delta=text, logprobs=[])  # fmt: skip
 
-    def close_item() -> list[bytes]:
-        nonlocal open_kind
-        if open_kind is None:
+    def close_item(self) -> list[bytes]:
+        emit, output = self.emit, self.output
+        if self.open_kind is None:
             return []
         index = len(output) - 1
         item_id = output[index]["id"]
-        text = "".join(open_text)
-        if open_kind == "reasoning":
+        text = "".join(self.open_text)
+        if self.open_kind == "reasoning":
             output[index] = _reasoning_item(item_id, text)
             part = {"type": "summary_text", "text": text}
             frames = [
@@ -443,13 +439,14 @@ async def render_stream(
                      part=part),
             ]  # fmt: skip
         frames.append(emit("response.output_item.done", output_index=index, item=output[index]))
-        open_kind = None
+        self.open_kind = None
         return frames
 
-    def tool_call(call: ToolCall) -> list[bytes]:
-        index = len(output)
+    def tool_call(self, call: ToolCall) -> list[bytes]:
+        emit = self.emit
+        index = len(self.output)
         item = _tool_call_item(call)
-        output.append(item)
+        self.output.append(item)
         frames = [
             emit("response.output_item.added", output_index=index, item=_tool_call_item(call, done=False))
         ]
@@ -470,24 +467,34 @@ async def render_stream(
         frames.append(emit("response.output_item.done", output_index=index, item=item))
         return frames
 
+
+async def render_stream(
+    events: AsyncIterator[StreamEvent], conversation: Conversation
+) -> AsyncIterator[bytes]:
+    """The full Responses event sequence (every event with ``sequence_number``), ending in
+    ``response.completed`` / ``response.incomplete`` (or ``response.failed``)."""
+    response_id = f.random_id(RESPONSE_ID_PREFIX)
+    created_at = int(time.time())
+    stream = _ResponsesStream(_suffix(response_id))
+    output = stream.output
     in_progress = _response(
         response_id, created_at, conversation, status="in_progress", output=[], completion=None
     )
-    yield emit("response.created", response=in_progress)
-    yield emit("response.in_progress", response=in_progress)
+    yield stream.emit("response.created", response=in_progress)
+    yield stream.emit("response.in_progress", response=in_progress)
     async for event in settled_events(events):
         frames: list[bytes] = []
         if isinstance(event, ReasoningDelta | TextDelta):
             kind = "reasoning" if isinstance(event, ReasoningDelta) else "message"
-            if open_kind != kind:
-                frames += close_item() + open_item(kind)
-            frames.append(delta(event.text))
+            if stream.open_kind != kind:
+                frames += stream.close_item() + stream.open_item(kind)
+            frames.append(stream.delta(event.text))
         elif isinstance(event, ToolCallEvent):
-            frames += close_item() + tool_call(event.call)
+            frames += stream.close_item() + stream.tool_call(event.call)
         elif isinstance(event, Finish):
-            frames += close_item()
+            frames += stream.close_item()
             if not any(item["type"] != "reasoning" for item in output):  # same empty message as ``render``
-                frames += open_item("message") + close_item()
+                frames += stream.open_item("message") + stream.close_item()
             status = _status(event.completion)
             final = _response(
                 response_id,
@@ -497,9 +504,9 @@ async def render_stream(
                 output=output,
                 completion=event.completion,
             )
-            frames.append(emit(f"response.{status}", response=final))
+            frames.append(stream.emit(f"response.{status}", response=final))
         else:
-            frames += close_item()
+            frames += stream.close_item()
             failed = _response(
                 response_id, created_at, conversation, status="failed", output=output, completion=None
             )
@@ -507,6 +514,6 @@ async def render_stream(
                 "code": openai_errors.error_code(event) or "server_error",
                 "message": event.message,
             }
-            frames.append(emit("response.failed", response=failed))
+            frames.append(stream.emit("response.failed", response=failed))
         for frame in frames:
             yield frame
