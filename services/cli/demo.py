@@ -27,6 +27,7 @@ from rich.table import Table
 from sqlalchemy import text
 
 from services.cli.learning import LearningResult, api
+from services.cli.step_figures import step_records
 from services.cli.up import running_suite
 from shared.db import make_engine
 from shared.harnesses import NAME_ALONE
@@ -55,18 +56,13 @@ WHERE g.run_id = :run
 GROUP BY g.step ORDER BY g.step
 """
 
-STEPS_SQL = (
-    "SELECT step, policy_version, loss, step_time_s, groups_trained, groups_zero_variance FROM steps "
-    "WHERE run_id = :run ORDER BY step"
-)
-
 
 def summary_tables(settings: Settings, run_id: str) -> tuple[Table, Table]:
     engine = make_engine(settings.database_url)
     with engine.connect() as conn:
         sampled = conn.execute(text(SUMMARY_SQL), {"run": run_id}).mappings().all()
-        steps = conn.execute(text(STEPS_SQL), {"run": run_id}).mappings().all()
     engine.dispose()
+    steps = step_records(api(settings, "GET", f"/v1/runs/{run_id}")["step_metrics"])
     fmt = lambda v, spec=".2f": "-" if v is None else format(v, spec)  # noqa: E731
     rollouts = Table(title="Rollouts per sampling step")
     for col in (
@@ -100,12 +96,12 @@ def summary_tables(settings: Settings, run_id: str) -> tuple[Table, Table]:
         learner.add_column(col, justify="right")
     for s in steps:
         learner.add_row(
-            str(s["step"]),
-            str(s["policy_version"]),
-            fmt(s["loss"], ".4f"),
-            fmt(s["step_time_s"], ".1f"),
-            str(s["groups_trained"]),
-            str(s["groups_zero_variance"]),
+            str(s.step),
+            str(s.policy_version),
+            fmt(s.update.loss, ".4f"),
+            fmt(s.step_time_s, ".1f"),
+            str(s.groups_trained),
+            str(s.groups_zero_variance),
         )
     return rollouts, learner
 
