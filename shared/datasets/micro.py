@@ -1,5 +1,10 @@
 """Generate the ``swe_micro`` dataset (families x bug variations) deterministically from ``micro_families.py``.
 
+The families (``ALL_FAMILIES``) are ``FAMILIES`` of ``micro_families.py`` followed by ``MORE_FAMILIES`` of
+``micro_families_more.py`` (combined here: that file imports the records of the first); their related-family maps
+``RELATED`` and ``MORE_RELATED`` merge into ``ALL_RELATED``. ``tests/unit/test_dataset_micro_rules.py`` tests the
+rules below.
+
 Each task is a tiny repository: one module holding one function with one bug, ``pytest.ini``, and
 ``tests/test_<function>.py`` with the behaviour cases the bug does not break. The hidden ``test_patch`` adds
 ``tests/test_<function>_spec.py``: the family's whole behaviour spec, every case. FAIL_TO_PASS are the spec's tests

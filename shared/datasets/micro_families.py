@@ -351,7 +351,7 @@ def to_fahrenheit(celsius):
             Bug(
                 "celsius * 9 / 5",
                 "celsius * 5 / 9",
-                "to_fahrenheit uses the inverse ratio\n\n`to_fahrenheit(100)` returns 87.6 but should return 212: "
+                "to_fahrenheit uses the inverse ratio\n\n`to_fahrenheit(100)` returns about 87.6 but should return 212: "
                 "multiply by 9/5.",
             ),
             Bug(
@@ -1228,7 +1228,7 @@ def percentage(part, whole):
             Bug(
                 "round(part / whole * 100, 1)",
                 "round(part / whole, 1) * 100",
-                "percentage rounds too early\n\n`percentage(1, 3)` returns 30.000000000000004 but should return 33.3.",
+                "percentage rounds too early\n\n`percentage(1, 3)` returns 30.0 but should return 33.3.",
             ),
         ],
     ),
