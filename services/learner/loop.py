@@ -400,6 +400,13 @@ class Learner:
                 update(Run).where(Run.id == self.run_id).values(policy_version=record.policy_version)
             )
 
+    def _announce_version(self, version: int, published: PublishedWeights) -> None:
+        """After the commit: the ``weights`` event, which the updater swaps inference to."""
+        publish_weights(self.redis, self.run_id, version, published.object_key)
+
+    def _write_tensorboard(self, record: StepRecord) -> None:
+        self.tensorboard.write(self.run_id, record.step, tensorboard_scalars(record))
+
     def train(self, collected: Collected) -> StepRecord:
         """One step: the update (``Trainer.step``), publish, commit, ack, announce; then timing, TensorBoard and
         the checkpoint, which need the commit."""
@@ -434,7 +441,7 @@ class Learner:
         self.state = new_state
         self.carry = dict.fromkeys(self.carry, 0)
         self.consumer.ack([e.entry_id for e in collected.entries])
-        publish_weights(self.redis, self.run_id, record.policy_version, published.object_key)
+        self._announce_version(record.policy_version, published)
         record = record_timing(
             self.sessions,
             record,
@@ -443,7 +450,7 @@ class Learner:
             learner_busy_s=learner_busy_s,
             sampling_lag=self.sampling_lag,
         )
-        self.tensorboard.write(self.run_id, record.step, tensorboard_scalars(record))
+        self._write_tensorboard(record)
         self._maybe_checkpoint(new_state)
         log.info(
             "step committed", extra={"run_id": self.run_id, "step": record.step, "loss": record.update.loss}
