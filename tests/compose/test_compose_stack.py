@@ -86,17 +86,24 @@ def calls_of(run_id: str) -> str:
 
 
 def objects_of(stack: ComposeStack, run_id: str) -> set[str]:
-    """Every object key the run's rows record: call tokens and raw bodies, patches, logs, weight versions."""
+    """Every object key the run's rows record: call tokens and raw bodies, patches, grading logs, weight versions,
+    and the objects under each rollout attempt's logs prefix (``rollouts.logs_key``: its report and the harness's
+    output)."""
     q = f"'{run_id}'"
     rows = stack.psql(
         f"SELECT tokens_key FROM calls JOIN rollouts r ON r.id = calls.rollout_id WHERE r.run_id = {q} "
         f"UNION SELECT raw_key FROM calls JOIN rollouts r ON r.id = calls.rollout_id WHERE r.run_id = {q} "
         f"UNION SELECT patch_key FROM rollouts WHERE run_id = {q} "
-        f"UNION SELECT logs_key FROM rollouts WHERE run_id = {q} "
         f"UNION SELECT rewards.logs_key FROM rewards JOIN rollouts r ON r.id = rewards.rollout_id WHERE r.run_id = {q} "
         f"UNION SELECT object_key FROM weights WHERE run_id = {q}"
     )
-    return {row[0] for row in rows if row and row[0]}
+    keys = {row[0] for row in rows if row and row[0]}
+    store = stack.object_store()
+    for [prefix] in stack.psql(f"SELECT logs_key FROM rollouts WHERE run_id = {q} AND logs_key IS NOT NULL"):
+        under = set(store.list(f"{prefix}/"))
+        assert f"{prefix}/report.json" in under, (prefix, under)
+        keys |= under
+    return keys
 
 
 def unreadable(stack: ComposeStack, keys: set[str]) -> list[str]:
