@@ -25,7 +25,7 @@ def _hash(*parts: object) -> int:
 
 
 SEED_STREAMS = ("task_order", "train_sampling", "learner", "eval_sampling")
-"""The independent streams one run seed of the learning recipe derives (``services/cli/learning.py``): the order
+"""The independent streams one run seed of the learning recipe derives (``benchmarks/recipe.py``): the order
 of the training tasks, the training run's ``sampling.seed`` (per-call seeds of its rollouts), the learner's
 ``grpo.seed`` (init and shuffles) and the evals' ``seed``. Two seeds share no stream, and changing how one stream
 is drawn (more tasks, another eval) leaves the others' draws as they were."""

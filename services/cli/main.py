@@ -17,7 +17,7 @@ from shared.settings import SettingsError
 COMMANDS: dict[str, str] = {
     "db": "services.cli.db:db",
     "up": "services.cli.up:up",
-    "demo": "services.cli.demo:demo",
+    "demo": "benchmarks.demo:demo",
     "model": "services.inference.cli:model",
     "run": "services.cli.run:run",
     "rollout": "services.cli.rollout:rollout",
@@ -32,13 +32,13 @@ SERVE: dict[str, str] = {
     "inference": "services.inference.serve:serve_inference",
 }
 BENCH: dict[str, str] = {
-    "rollouts": "services.runner.bench:bench_rollouts",
-    "learner": "services.learner.bench:bench_learner",
-    "inference": "services.inference.bench:bench_inference",
-    "gateway": "services.gateway.bench:bench_gateway",
-    "providers": "services.gateway.providers.bench:bench_providers",
-    "sandbox": "services.grader.bench:bench_sandbox",
-    "learning": "services.cli.bench_learning:bench_learning",
+    "rollouts": "benchmarks.rollouts:bench_rollouts",
+    "learner": "benchmarks.learner:bench_learner",
+    "inference": "benchmarks.inference:bench_inference",
+    "gateway": "benchmarks.gateway:bench_gateway",
+    "providers": "benchmarks.providers:bench_providers",
+    "sandbox": "benchmarks.sandbox:bench_sandbox",
+    "learning": "benchmarks.learning:bench_learning",
 }
 EXTRA: dict[str, dict[str, str]] = {
     # Commands added to a group that another service's module defines (no service imports another's package).

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from services.gateway.bench import THROUGHPUT_ROUNDS
+from benchmarks.gateway import THROUGHPUT_ROUNDS
 
 pytestmark = [pytest.mark.bench, pytest.mark.slow]
 
@@ -31,7 +31,7 @@ def test_bench_gateway_json(settings_env: dict[str, str], tiny_model_dir: Path) 
     objects = result["objects"]
     assert objects["file_create_us"] > 0 and objects["file_create_first_us"] > 0
     # it waited for file creation to settle (ext4's recently-deleted inodes) only while it was slow, and not forever
-    from services.gateway.bench import FILE_CREATE_SETTLED_US, FILE_CREATE_WAIT_S
+    from benchmarks.gateway import FILE_CREATE_SETTLED_US, FILE_CREATE_WAIT_S
 
     assert objects["file_create_waited_s"] == 0 or objects["file_create_first_us"] > FILE_CREATE_SETTLED_US
     assert objects["file_create_waited_s"] < 20 + 30 < FILE_CREATE_WAIT_S  # --settle-s 20 bounds it

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from services.inference.bench import _table, run_bench
+from benchmarks.inference import _table, run_bench
 from shared.inference_client import InferenceClient
 from tests.fixtures.model import label_base_version
 

