@@ -19,13 +19,15 @@ The recipe (``RECIPE``) is chosen for SmolLM2-135M-Instruct on ``swe_micro`` wit
   fix. 6e-5 rose as fast in training but lost eval pass@1 (attempt 6); 1e-6 (common for large models over
   hundreds of steps) shows nothing here. Lag 1 keeps vLLM generating while the learner steps: 0.66x the wall
   time per step of on-policy, with at least as much learning (the ``--compare-lags`` run).
-- all 48 train tasks in a seeded order: at 4 groups per step, step k+12 repeats step k's tasks, so steps 12-14
-  retry the tasks of steps 0-2 after 12 updates.
+- 48 train tasks, a seeded draw from the ``train`` split, in a seeded order: at 4 groups per step, step k+12
+  repeats step k's tasks, so steps 12-14 retry the tasks of steps 0-2 after 12 updates.
 - bf16 autocast in the learner where the CPU multiplies bf16 natively (``auto``: AVX-512, AMX): the step is
   matmul-bound there; master weights stay fp32. An AVX2-only CPU emulates bf16 (a step ~18x slower, attempt 27),
   so ``auto`` trains in fp32 there; the steps rows record which (``metrics.compute_dtype``).
-- eval: every task of the ``eval`` split (one held-out bug of each of the 16 functions) x 5 samples (80 samples,
-  >= 64) at the same temperature, before and after. Training uses the ``train`` split (the other 48 bugs).
+- eval: every task of the ``eval`` split (every bug of the 28 function families that training never sees, 108
+  tasks) x 3 samples (324) at the same temperature, before and after. Many tasks with few samples each: the paired
+  interval resamples tasks (clusters), so its width is set mostly by how many tasks there are; 3 samples keep an
+  eval near 6 minutes on 2 cores. Training draws from the ``train`` split (the other 46 families).
 
 Each evaluation is a real eval (``POST /v1/evals``, what ``harnessrl eval`` does): the base weights before
 training, the training run's last version after; each takes the inference pool in turn and the updater loads what
@@ -77,7 +79,7 @@ class Recipe:
     learning_rate: float = 3e-5
     temperature: float = 0.7
     max_tokens: int = 200
-    eval_samples: int = 5
+    eval_samples: int = 3
     train_tasks: int = 48
     """Distinct train tasks the run cycles through (seeded sample of the split). With 4 per step the tasks repeat
     every ``train_tasks / 4`` steps; 48 tasks and 15 steps make the last three steps sample exactly the first three's
