@@ -24,11 +24,13 @@ cache (``TurnCache``). Tokenizing is nearly all of a chain start's cost (jinja i
 tokenizer ~1 µs a token, ~90 % of it the pre-tokenizer's regex, not BPE), and the turns repeat: every rollout of a
 run starts with the harness's system turn and tools, and the G rollouts of a GRPO group send the same first prompt.
 ``load`` checks the cut on a rendering of its own and turns the cache off for a tokenizer where it would change the
-ids. Encoding goes through tiktoken's encoder built from the tokenizer's own vocabulary (``fast_bpe``: the same split
-and merges, about four times faster) where the tokenizer is built from parts it runs the same way and ``load`` sees
-it give the tokenizer's ids on a probe; otherwise, and for a text it leaves to the tokenizer (not NFC, a byte the
-vocabulary lacks), through the Rust tokenizer's ids-only batch call where ``load`` sees it agree with
-``tokenizer.encode`` (no offsets or masks are computed: ~25 % less time).
+ids. Text becomes ids through one ``Encoder`` (``encoders.py``, the tokenizer seam), which ``load`` chooses: tiktoken's
+encoder built from the tokenizer's own vocabulary (``fast_bpe``: the same split and merges, about four times faster)
+where the tokenizer is built from parts it runs the same way and ``load`` sees it give the tokenizer's ids on a probe;
+otherwise, and for a text it leaves to the tokenizer (not NFC, a byte the vocabulary lacks), the Rust tokenizer's
+ids-only batch call where ``load`` sees it agree with ``tokenizer.encode`` (no offsets or masks are computed: ~25 %
+less time); else the tokenizer's own ``encode``. ``load(model_dir, plain=True)`` takes the plain path for every text
+(the tokenizer's ``encode``, no halves): for tests and for ruling the fast paths out while debugging.
 
 A long text (a fresh user turn, a big tool output) is encoded in two halves at once, one in a helper thread (the
 Rust tokenizer and tiktoken release the GIL), cut just before an ASCII letter that follows a lone newline (``_LINE_START``).
@@ -55,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from services.gateway.conversation import Conversation, Message, ToolSpec
+from services.gateway.encoders import Encoder, FastBPEEncoder, IdsOnlyEncoder, TokenizerEncoder
 from services.gateway.fast_bpe import KNOWN_SPLITS, FastBPE, byte_level, pre_tokenizer_steps
 
 
@@ -283,20 +286,18 @@ class ChatFormat:
     end_of_turn_id: int
     closing_ids: list[int]
     model_dir: Path
+    encoder: Encoder
+    """How a text becomes ids (``encoders.py``; ``_choose_encoder`` picks it)."""
     turns: TurnCache | None = field(default_factory=TurnCache)
     """``encode_turns``' cache; None where cutting at end-of-turn tokens would change the ids (``load`` checks)."""
-    ids_only: Callable[[list[str]], list[Any]] | None = None
-    """The Rust tokenizer's ``encode_batch_fast`` (ids without offsets: ~25 % less time than ``encode``), where
-    ``load`` saw it give ``tokenizer.encode``'s ids; None otherwise."""
     halves: bool = False
     """Whether a long text is encoded in two halves at once (``load`` checks that the cut is exact for this
     tokenizer)."""
-    fast: FastBPE | None = None
-    """tiktoken's encoder over this tokenizer's vocabulary (``fast_bpe``), where ``load`` saw it give the tokenizer's
-    ids; None otherwise."""
 
     @classmethod
-    def load(cls, model_dir: Path) -> ChatFormat:
+    def load(cls, model_dir: Path, *, plain: bool = False) -> ChatFormat:
+        """The tokenizer and template in ``model_dir``; ``plain`` encodes every text with the tokenizer's own
+        ``encode`` (no tiktoken, no ids-only call, no halves)."""
         from transformers import AutoTokenizer
 
         model_dir = Path(model_dir)
@@ -323,32 +324,37 @@ class ChatFormat:
             end_of_turn_id=end_of_turn_id,
             closing_ids=[end_of_turn_id],
             model_dir=model_dir,
+            encoder=TokenizerEncoder(tokenizer),
         )
         fmt._check_end_of_turn()
-        fmt._use_ids_only()
-        fmt._use_fast_bpe()
-        fmt._use_halves()
+        if not plain:
+            fmt._choose_encoder()
+            fmt._use_halves()
         fmt._check_turn_cut()
         return fmt
 
-    def _use_ids_only(self) -> None:
-        """Encode through the Rust tokenizer's ids-only path where it agrees with ``tokenizer.encode`` (transformers
-        can add Python-side steps to a tokenizer; a probe that covers special tokens, unicode and whitespace runs
-        decides)."""
-        backend = getattr(self.tokenizer, "backend_tokenizer", None)
-        fast = getattr(backend, "encode_batch_fast", None)
-        if fast is None:
-            return
+    def _choose_encoder(self) -> None:
+        """The one place the encoder is chosen: the fastest of ``encoders.py``'s that gives the plain encoder's ids
+        on a probe covering special tokens, unicode, contractions and whitespace runs (transformers can add
+        Python-side steps to a tokenizer; the probe decides). tiktoken falls back to the ids-only call where that
+        agrees, else to the tokenizer's ``encode``."""
+        plain = TokenizerEncoder(self.tokenizer)
         texts = self._probe_texts()
-        try:
-            agrees = all(
-                list(e.ids) == self.tokenizer.encode(t, add_special_tokens=False)
-                for t, e in zip(texts, fast(texts, add_special_tokens=False), strict=True)
-            )
-        except Exception:  # an older tokenizers without the keyword, say: keep the plain path
-            agrees = False
-        if agrees:
-            self.ids_only = lambda texts: fast(texts, add_special_tokens=False)
+        expected = [plain.encode(t) for t in texts]
+        fallback: Encoder = plain
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        batch = getattr(backend, "encode_batch_fast", None)
+        if batch is not None:
+            try:
+                found = [list(e.ids) for e in batch(texts, add_special_tokens=False)]
+            except Exception:  # an older tokenizers without the keyword, say: keep the plain path
+                found = []
+            if found == expected:
+                fallback = IdsOnlyEncoder(batch)
+        self.encoder = fallback
+        fast = FastBPE.build(self._described())
+        if fast is not None and [fast.encode(t) for t in texts] == expected:
+            self.encoder = FastBPEEncoder(fast, fallback)
 
     def _probe_texts(self) -> list[str]:
         """Texts a faster encoder must give the tokenizer's ids for: a rendering with special tokens, added tokens,
@@ -376,16 +382,6 @@ class ChatFormat:
         except Exception:  # a backend that cannot describe itself
             return {}
         return described if isinstance(described, dict) else {}
-
-    def _use_fast_bpe(self) -> None:
-        """Encode through tiktoken (``fast_bpe``) where the tokenizer is built from parts it runs the same way and a
-        probe of code, unicode, whitespace runs and special tokens gives the tokenizer's ids."""
-        fast = FastBPE.build(self._described())
-        if fast is None:
-            return
-        texts = self._probe_texts()
-        if all(fast.encode(t) == self.tokenizer.encode(t, add_special_tokens=False) for t in texts):
-            self.fast = fast
 
     def _use_halves(self) -> None:
         """Encode long texts in two halves at once where the tokenizer is built from parts for which the cut is
@@ -465,21 +461,13 @@ class ChatFormat:
     def encode(self, text: str) -> list[int]:
         _spend(len(text))
         if self.halves and len(text) >= self.halves_min_chars and (cut := _cut_in_half(text)) > 0:
-            second = _helper_pool().submit(self._encode_piece, text[cut:])
-            return self._encode_piece(text[:cut]) + second.result()
-        return self._encode_piece(text)
+            second = _helper_pool().submit(self.encoder.encode, text[cut:])
+            return self.encoder.encode(text[:cut]) + second.result()
+        return self.encoder.encode(text)
 
     @property
     def halves_min_chars(self) -> int:
-        return _HALVES_MIN_CHARS if self.fast is None else _HALVES_MIN_CHARS_FAST
-
-    def _encode_piece(self, text: str) -> list[int]:
-        if self.fast is not None and (fast := self.fast.encode(text)) is not None:
-            return fast
-        if self.ids_only is not None:
-            ids: list[int] = self.ids_only([text])[0].ids
-            return ids
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        return _HALVES_MIN_CHARS_FAST if isinstance(self.encoder, FastBPEEncoder) else _HALVES_MIN_CHARS
 
     def encode_turns(self, text: str) -> list[int]:
         """``encode(text)``, a turn at a time through the turn cache (the module docstring says why it is exact)."""

@@ -10,6 +10,7 @@ import pytest
 
 from services.gateway.chat_format import ChatFormat, ChatFormatError, _cut_in_half
 from services.gateway.conversation import Conversation, Message, ToolCall, ToolSpec
+from services.gateway.encoders import FastBPEEncoder, IdsOnlyEncoder, TokenizerEncoder
 
 pytestmark = pytest.mark.unit
 
@@ -196,6 +197,7 @@ def test_a_tokenizer_that_marks_the_start_of_every_text_gets_no_turn_cache(tiny_
         end_of_turn_id=base.end_of_turn_id,
         closing_ids=base.closing_ids,
         model_dir=base.model_dir,
+        encoder=base.encoder,
     )
     marked._check_turn_cut()
     assert marked.turns is None
@@ -212,7 +214,9 @@ def test_the_ids_only_path_gives_the_tokenizers_ids(
     model: str, tiny_model_dir: Path, small_model_dir: Path
 ) -> None:
     fmt = ChatFormat.load(tiny_model_dir if model == "tiny" else small_model_dir)
-    assert fmt.ids_only is not None  # both tokenizers ship a Rust backend that agrees
+    assert isinstance(fmt.encoder, FastBPEEncoder)
+    ids_only = fmt.encoder.fallback
+    assert isinstance(ids_only, IdsOnlyEncoder)  # both tokenizers ship a Rust backend that agrees
     texts = [
         fmt.render_text(
             [
@@ -226,6 +230,7 @@ def test_the_ids_only_path_gives_the_tokenizers_ids(
         for text in ("fix  it\n\n\tnow", "é 🙂 ıİ ÅΩ 12345678", "  \r\n  x", "<|im_end|> inside text", "")
     ]
     for text in texts + [t[: len(t) // 3] for t in texts]:
+        assert ids_only.encode(text) == fmt.tokenizer.encode(text, add_special_tokens=False)
         assert fmt.encode(text) == fmt.tokenizer.encode(text, add_special_tokens=False)
 
 
@@ -249,9 +254,12 @@ def test_a_tokenizer_without_an_agreeing_ids_only_path_keeps_the_plain_one(tiny_
         end_of_turn_id=base.end_of_turn_id,
         closing_ids=base.closing_ids,
         model_dir=base.model_dir,
+        encoder=TokenizerEncoder(Wrapped()),
     )
-    fmt._use_ids_only()
-    assert fmt.ids_only is None
+    fmt._choose_encoder()
+    assert isinstance(
+        fmt.encoder, TokenizerEncoder
+    )  # (its backend cannot describe itself: no tiktoken either)
     assert fmt.encode("a b") == base.tokenizer.encode("a b", add_special_tokens=False)
 
 
@@ -279,9 +287,9 @@ def test_long_texts_encoded_in_halves_give_the_tokenizers_ids(
     model: str, encoder: str, tiny_model_dir: Path, small_model_dir: Path
 ) -> None:
     fmt = ChatFormat.load(tiny_model_dir if model == "tiny" else small_model_dir)
-    assert fmt.halves and fmt.fast is not None  # both tokenizers are built from parts on the allow lists
+    assert fmt.halves and isinstance(fmt.encoder, FastBPEEncoder)  # both built from parts on the allow lists
     if encoder == "rust":
-        fmt.fast = None
+        fmt.encoder = fmt.encoder.fallback
     for text in _long_texts():
         assert fmt.encode(text) == fmt.tokenizer.encode(text, add_special_tokens=False)
     rng = random.Random(0)  # and random texts over the characters that decide where pre-tokens end
@@ -328,8 +336,8 @@ def test_tiktoken_gives_the_tokenizers_ids(model: str, tiny_model_dir: Path, sma
     import unicodedata
 
     fmt = ChatFormat.load(tiny_model_dir if model == "tiny" else small_model_dir)
-    fast = fmt.fast
-    assert fast is not None
+    assert isinstance(fmt.encoder, FastBPEEncoder)
+    fast = fmt.encoder.fast
 
     def agrees(text: str) -> bool:
         return fmt.encode(text) == fmt.tokenizer.encode(text, add_special_tokens=False)
@@ -422,9 +430,36 @@ def test_a_tokenizer_whose_probe_disagrees_with_tiktoken_keeps_its_own_ids(tiny_
         end_of_turn_id=base.end_of_turn_id,
         closing_ids=base.closing_ids,
         model_dir=base.model_dir,
+        encoder=TokenizerEncoder(Wrapped()),
     )
-    fmt._use_fast_bpe()
-    assert base.fast is not None and fmt.fast is None
+    fmt._choose_encoder()
+    assert isinstance(base.encoder, FastBPEEncoder)
+    assert isinstance(fmt.encoder, TokenizerEncoder)  # the ids-only call disagrees with it too
+    assert fmt.encode("hello there") == fmt.tokenizer.encode("hello there", add_special_tokens=False)
+
+
+@pytest.mark.parametrize("model", ["tiny", "small"])
+def test_the_plain_and_fast_encoders_give_the_same_ids_and_plain_can_be_forced(
+    model: str, tiny_model_dir: Path, small_model_dir: Path
+) -> None:
+    """The tokenizer seam (``encoders.py``): for both shipped tokenizers ``load`` picks tiktoken, which gives the
+    plain encoder's ids on the probe and on long texts; ``plain=True`` keeps the tokenizer's own ``encode`` for
+    every text, with no halves, and renders the same ids."""
+    model_dir = tiny_model_dir if model == "tiny" else small_model_dir
+    fast, plain = ChatFormat.load(model_dir), ChatFormat.load(model_dir, plain=True)
+    assert isinstance(fast.encoder, FastBPEEncoder) and fast.halves
+    assert isinstance(plain.encoder, TokenizerEncoder) and not plain.halves
+    for text in fast._probe_texts() + _long_texts():
+        assert fast.encoder.encode(text) == plain.encoder.encode(text)
+        assert (
+            fast.encode(text) == plain.encode(text) == plain.tokenizer.encode(text, add_special_tokens=False)
+        )
+    conversation = Conversation(
+        provider_api="openai_chat",
+        messages=[Message(role="user", content="list files é 🙂"), _call("bash", {"command": "ls"})],
+        tools=[BASH],
+    )
+    assert fast.render_prompt(conversation) == plain.render_prompt(conversation)
 
 
 def test_the_halves_cut_just_before_a_letter_that_starts_a_line() -> None:

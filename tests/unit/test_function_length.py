@@ -18,7 +18,8 @@ MAX_POSITIONAL_FIELDS = 3
 # The gateway's call path: a request from the harness in, through the splice and the upstream engine, to the
 # captured record and the reply in the provider's format.
 GATEWAY_CALL_PATH = (
-    "app.py", "binding.py", "capture.py", "chat_format.py", "conversation.py", "fast_bpe.py", "model_call.py",
+    "app.py", "binding.py", "capture.py", "chat_format.py", "conversation.py", "encoders.py", "fast_bpe.py",
+    "model_call.py",
     "normalize.py", "recorder.py", "request_checks.py", "row_ids.py", "splice.py", "state.py", "tips.py",
     "toolcalls.py", "upstream.py", "providers/anthropic_messages.py", "providers/fields.py", "providers/gemini.py",
     "providers/openai_chat.py", "providers/openai_errors.py", "providers/openai_responses.py", "providers/sse.py",
