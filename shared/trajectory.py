@@ -10,6 +10,8 @@ Segment (one per call): ``tokens/<run>/<rollout>/<chain>/<position>.npz`` holds
   mask 0. The ``calls`` row counts them in ``suffix_tokens``; a chain row sums them in ``chains.suffix_tokens``.
 - ``sampled_ids`` (int32) and ``sampled_logprobs`` (float32, <= 0): what the policy sampled. Loss mask 1.
 - ``policy_version`` (int64 scalar): the version of the weights that sampled ``sampled_ids``.
+Segments are written and read through one ``SegmentCodec`` (``FAST_NPZ``, the hand-built zip of ``npz_bytes``; the
+plain ``np.savez`` path, ``PLAIN_NPZ``, beside it writes the same format and reads the same way).
 A chain's token sequence is the concatenation of ``suffix_ids + sampled_ids`` over its calls in position order
 (the gateway's splice guarantees each call's prompt is the previous prompt + the previous sampled ids + the new
 suffix), so call ``k``'s full prompt (``calls.prompt_tokens`` long) is everything before its sampled ids.
@@ -157,6 +159,40 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     return bytes(out)
 
 
+class SegmentCodec(Protocol):
+    """The segment codec seam: how a segment's arrays become bytes and back. Both implementations write an ``.npz``
+    the other reads, so a reader never needs to know which one wrote a segment."""
+
+    def encode(self, arrays: dict[str, np.ndarray]) -> bytes: ...
+
+    def decode(self, data: bytes) -> dict[str, np.ndarray]: ...
+
+
+class NumpyNpz:
+    """The plain path: ``np.savez`` and ``np.load``."""
+
+    def encode(self, arrays: dict[str, np.ndarray]) -> bytes:
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)  # type: ignore[arg-type]  # numpy's stub matches **arrays to allow_pickle
+        return buffer.getvalue()
+
+    def decode(self, data: bytes) -> dict[str, np.ndarray]:
+        with np.load(io.BytesIO(data)) as npz:
+            return {name: npz[name] for name in npz.files}
+
+
+class FastNpz(NumpyNpz):
+    """The fast path, the one segments are written with (the gateway writes one per model call): ``npz_bytes``
+    writes what ``np.savez`` does (no time stamps) in ~12 µs instead of ~57; reading is the plain path's."""
+
+    def encode(self, arrays: dict[str, np.ndarray]) -> bytes:
+        return npz_bytes(arrays)
+
+
+PLAIN_NPZ: SegmentCodec = NumpyNpz()
+FAST_NPZ: SegmentCodec = FastNpz()
+
+
 @dataclass(frozen=True)
 class Segment:
     """One model call's tokens: the new prompt suffix and what the policy sampled after it (module docstring)."""
@@ -188,8 +224,8 @@ class Segment:
         if self.policy_version < 0:
             raise InconsistentTrajectory(f"negative policy version {self.policy_version}")
 
-    def to_bytes(self) -> bytes:
-        return npz_bytes(
+    def to_bytes(self, codec: SegmentCodec = FAST_NPZ) -> bytes:
+        return codec.encode(
             {
                 "suffix_ids": self.suffix_ids.astype(np.int32),
                 "sampled_ids": self.sampled_ids.astype(np.int32),
@@ -199,10 +235,11 @@ class Segment:
         )
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> Segment:
+    def from_bytes(cls, data: bytes, codec: SegmentCodec = FAST_NPZ) -> Segment:
         try:
-            with np.load(io.BytesIO(data)) as npz:
-                arrays = {_LEGACY_FIELD_NAMES.get(name, name): npz[name] for name in npz.files}
+            arrays = {
+                _LEGACY_FIELD_NAMES.get(name, name): array for name, array in codec.decode(data).items()
+            }
         except Exception as exc:  # noqa: BLE001 - a truncated or foreign blob: numpy raises several types
             raise InconsistentTrajectory(f"not a token segment: {exc}") from None
         missing = [name for name in SEGMENT_FIELDS if name not in arrays]

@@ -13,6 +13,8 @@ import pytest
 
 from shared.objectstore import LocalObjectStore, ObjectNotFound
 from shared.trajectory import (
+    FAST_NPZ,
+    PLAIN_NPZ,
     Chain,
     InconsistentTrajectory,
     Segment,
@@ -51,6 +53,29 @@ def test_segment_round_trips_and_reads_the_old_field_name() -> None:
     np.savez(lacking, suffix_ids=np.asarray([1]))
     with pytest.raises(InconsistentTrajectory, match="lacks sampled_ids"):
         Segment.from_bytes(lacking.getvalue())
+
+
+def test_both_segment_codecs_round_trip_and_read_each_other() -> None:
+    """The segment codec seam: the fast writer (``npz_bytes``) and the plain one (``np.savez``) write the same arrays,
+    dtypes and shapes, and each codec reads what the other wrote."""
+    segments = [Segment.of([1, 2, 70000], [3], [-0.5], 4), Segment.of([], [], [], 0)]
+    for segment in segments:
+        for writer in (FAST_NPZ, PLAIN_NPZ):
+            data = segment.to_bytes(writer)
+            for reader in (FAST_NPZ, PLAIN_NPZ):
+                back = Segment.from_bytes(data, reader)
+                assert back.suffix_ids.tolist() == segment.suffix_ids.tolist()
+                assert back.sampled_ids.tolist() == segment.sampled_ids.tolist()
+                assert back.sampled_logprobs.tolist() == segment.sampled_logprobs.tolist()
+                assert back.policy_version == segment.policy_version
+        fast, plain = (codec.decode(segment.to_bytes(codec)) for codec in (FAST_NPZ, PLAIN_NPZ))
+        assert (
+            list(fast) == list(plain) == ["suffix_ids", "sampled_ids", "sampled_logprobs", "policy_version"]
+        )
+        assert [(a.dtype, a.shape) for a in fast.values()] == [(a.dtype, a.shape) for a in plain.values()]
+        assert segment.to_bytes() == segment.to_bytes(FAST_NPZ)  # the default
+    with pytest.raises(InconsistentTrajectory, match="not a token segment"):
+        Segment.from_bytes(b"garbage", PLAIN_NPZ)
 
 
 def test_keys_share_one_shape() -> None:
