@@ -5,8 +5,9 @@
   every rollout graded, the reward-curve PNG written.
 - Under ``harnessrl up`` (in-process ``running_suite``), SIGKILLing the runner, the gateway, the api, the
   grader, the learner and inference one at a time, while a run is in flight, is reported as
-  ``SERVICE DOWN: <name> ...`` and the service restarts; the run still completes with every rollout accounted
-  for, nothing duplicated or lost, and the restarted inference serves the run's current policy again.
+  ``SERVICE DOWN: <name> ...`` (the learner by the learner controller: ``LEARNER DOWN: ...``) and restarts;
+  the run still completes with every rollout accounted for, nothing duplicated or lost, and the restarted
+  inference serves the run's current policy again.
 """
 
 from __future__ import annotations
@@ -363,7 +364,11 @@ def test_killed_services_are_reported_and_the_run_resumes(suite: Any) -> None:
             }
         )
         run_id = run["id"]
-        learner = f"learner-{run_id[-6:]}"
+        # The run's learner is the learner controller's child (the supervised service `learners`), not a service.
+        started = f"started the learner of run {run_id}, pid "
+
+        def learners_log() -> str:
+            return "\n".join(suite.supervisor.running["learners"].tail)
 
         def rollouts_in(*statuses: str) -> int:
             with engine.connect() as conn:
@@ -383,7 +388,7 @@ def test_killed_services_are_reported_and_the_run_resumes(suite: Any) -> None:
             with engine.connect() as conn:
                 return conn.execute(select(Run.status).where(Run.id == run_id)).scalar_one()
 
-        follow(suite, lambda: learner in suite.supervisor.running, 240, "the run's learner to start")
+        follow(suite, lambda: started in learners_log(), 240, "the run's learner to start")
         # The runner dies while a rollout is running: its task is redelivered and the rollout re-run.
         # Asked often: on a fast machine a tiny-model rollout runs for well under a second.
         follow(suite, lambda: rollouts_in("running") > 0, 120, "a rollout to be running", poll_s=0.05)
@@ -401,7 +406,15 @@ def test_killed_services_are_reported_and_the_run_resumes(suite: Any) -> None:
             suite, lambda: rollouts_in("finished", "grading", "graded") > 0, 300, "a rollout to reach grading"
         )
         kill_and_recover(suite, "grader")
-        kill_and_recover(suite, learner)
+        learner_pid = int(learners_log().rsplit(started, 1)[1].split()[0])
+        os.killpg(learner_pid, signal.SIGKILL)
+        died = f"the learner of run {run_id} died (signal 9)"
+        follow(
+            suite,
+            lambda: died in learners_log() and started in learners_log().rsplit(died, 1)[1],
+            120,
+            "the learner controller to restart the killed learner",
+        )
         # A restarted vLLM starts from the base weights; its updater must bring back the run's current policy.
         kill_and_recover(suite, "inference")
         follow(
@@ -435,9 +448,11 @@ def test_killed_services_are_reported_and_the_run_resumes(suite: Any) -> None:
         if lost:
             problems.append(f"rollouts running when the runner died were not run again: {lost}")
         log = (settings.data_dir / "logs" / "up.log").read_text(errors="replace")
-        for name in ("runner", "gateway", "api", "grader", learner, "inference"):
+        for name in ("runner", "gateway", "api", "grader", "inference"):
             if f"SERVICE DOWN: {name} exited with signal 9 (SIGKILL)" not in log:
                 problems.append(f"{name}'s death is not in the combined log")
+        if f"LEARNER DOWN: {died}" not in log:
+            problems.append("the learner's death is not in the combined log")
         with engine.connect() as conn:
             failed = conn.execute(
                 select(Rollout.id, Group.step, Rollout.error)
