@@ -22,6 +22,19 @@ env = dict(os.environ)
 env["NANIO_ACCESS_KEY"] = os.environ.get("MINIO_ROOT_USER", "minioadmin")
 env["NANIO_SECRET_KEY"] = os.environ.get("MINIO_ROOT_PASSWORD", "minioadmin")
 nanio = os.path.join(os.path.dirname(sys.executable), "nanio")
-argv = [nanio, "serve", "--host", host or "0.0.0.0", "--port", port, "--data-dir", args.directory, "--no-access-log"]
-print(f"minio stand-in: nanio S3 server on {host or '0.0.0.0'}:{port}, objects under {args.directory}", flush=True)
+argv = [
+    nanio,
+    "serve",
+    "--host",
+    host or "0.0.0.0",
+    "--port",
+    port,
+    "--data-dir",
+    args.directory,
+    "--no-access-log",
+]
+print(
+    f"minio stand-in: nanio S3 server on {host or '0.0.0.0'}:{port}, objects under {args.directory}",
+    flush=True,
+)
 os.execve(nanio, argv, env)
