@@ -53,7 +53,7 @@ from shared.machine import describe_machine, load_average
 from shared.ports import free_port
 from shared.scratch_db import scratch_database
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 FILLER = (
     "def handler(request, retries=3):\n    # keep the last value seen\n    return request.value + retries\n"
 )

@@ -49,7 +49,7 @@ from shared.scratch_db import scratch_database
 from shared.settings import Settings, get_settings
 from shared.tasks import Task
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 INSTANCE_ID = "textkit-1"
 
 

@@ -62,3 +62,12 @@ def test_no_benchmark_module_is_left_in_the_services() -> None:
 def test_every_bench_command_names_a_benchmarks_module(module: str) -> None:
     main = (ROOT / "services" / "cli" / "main.py").read_text()
     assert f'"benchmarks.{module}:bench_' in main
+
+
+@pytest.mark.parametrize("module", ["benchmarks.gateway", "benchmarks.rollouts"])
+def test_benchmarks_find_the_repository_root(module: str) -> None:
+    """The benchmarks that start subprocesses (``-m tests.fixtures...``) run them from the repository root."""
+    import importlib
+
+    root = importlib.import_module(module).REPO_ROOT
+    assert (root / "pyproject.toml").is_file() and (root / "tests" / "fixtures").is_dir()
