@@ -344,7 +344,7 @@ def render(results: dict[str, Any]) -> str:
     "--ranks",
     type=click.IntRange(1, 64),
     default=1,
-    help="With N > 1: one step on N torchrun ranks, FSDP2 vs replicated memory per rank (bench_ranks.py).",
+    help="With N > 1: one step on N torchrun ranks, FSDP2 vs replicated memory per rank (learner_ranks.py).",
 )
 def bench_learner(
     quick: bool, as_json: bool, models: tuple[str, ...], prefix_tokens: int | None, repeats: int, ranks: int
@@ -353,13 +353,13 @@ def bench_learner(
     os.environ["OMP_NUM_THREADS"] = "1"
     progress = None if as_json else (lambda msg: click.echo(msg, err=True))
     if ranks > 1:
-        from services.learner import bench_ranks
+        from benchmarks import learner_ranks
 
         out = [
-            bench_ranks.run_ranks(ranks, name, bench_ranks.shape_for(quick, prefix_tokens), progress)
+            learner_ranks.run_ranks(ranks, name, learner_ranks.shape_for(quick, prefix_tokens), progress)
             for name in (models or ("wide",))
         ]
-        click.echo(json.dumps(out) if as_json else "\n\n".join(bench_ranks.render(r) for r in out))
+        click.echo(json.dumps(out) if as_json else "\n\n".join(learner_ranks.render(r) for r in out))
         return
     shape = QUICK if quick else FULL
     if prefix_tokens is not None:
