@@ -42,7 +42,7 @@ def test_watch_shows_the_eval_curve_and_table() -> None:
     run = detail()
     assert _eval_curve(run) == [0.25, None, 0.375, None, None]
     console = Console(file=io.StringIO(), width=200)
-    console.print(_watch_view(run))
+    console.print(_watch_view(run, console.width))
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert "eval pass@1 (config.eval) by step" in text
     assert "0.375" in text and "0.100-0.600" in text and "eval_2" in text and "running" in text
