@@ -45,7 +45,7 @@ typecheck: install-python
 	$(BIN)/mypy shared services/learner/grpo.py
 
 test: install lint typecheck
-	$(BIN)/pytest tests -q -m "not compose" --durations=15
+	$(BIN)/pytest tests -q -m "not compose" -n 2 --durations=15
 
 # The compose deployment really run: images built here (compose/local/build.sh), `up`, a trained run, `down -v`
 # (tests/compose). It needs Compose v2 (HARNESSRL_COMPOSE names another v2 command line); v1.29 is checked on the

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -45,12 +44,13 @@ from shared.settings import Settings
 from shared.tensorboard import ScalarLog, read_scalars, run_logdir
 from tests.fixtures import product
 from tests.fixtures.product import ApiServer
+from tests.fixtures.services import redis_db_for
 from tests.fixtures.suite import PG_ADMIN_URL, flushed_redis_db, fresh_database
 
 pytestmark = pytest.mark.integration
 
 api_server = product.api_server
-POOL_REDIS_DB = int(os.environ.get("HARNESSRL_TEST_POOL_REDIS_DB", "13"))
+POOL_REDIS_DB = redis_db_for("HARNESSRL_TEST_POOL_REDIS_DB", 13)
 TASKS = ["textkit-1", "textkit-2"]
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,12 +22,12 @@ from shared.events import connect, rebase_request, weights_channel
 from shared.models import Group, Run
 from shared.pool import mark_starting, set_served
 from shared.statuses import RunStatus
-from tests.fixtures.services import run_row
+from tests.fixtures.services import redis_db_for, run_row
 from tests.fixtures.suite import PG_ADMIN_URL, flushed_redis_db, fresh_database
 
 pytestmark = pytest.mark.integration
 
-POOL_REDIS_DB = int(os.environ.get("HARNESSRL_TEST_POOL_REDIS_DB", "13"))
+POOL_REDIS_DB = redis_db_for("HARNESSRL_TEST_POOL_REDIS_DB", 13)
 LORA = {"rank": 4}
 
 
