@@ -175,6 +175,16 @@ def fraction_passed_reward(outcomes: ListedOutcomes) -> float:
     return sum(s == PASSED for s in statuses) / len(statuses) if statuses else 0.0
 
 
+@reward_function("resolved_partial")
+def resolved_partial_reward(outcomes: ListedOutcomes) -> float:
+    """1.0 when resolved, else half the share of listed tests that passed: a training reward that still pays mostly
+    for the fix, and a little for keeping the behaviour the tests check. A binary reward gives a group whose answers
+    all fail no signal; here an answer that keeps the function working (the issue's bug still there: its
+    PASS_TO_PASS tests pass) outranks one that breaks it (syntax error, lost parameter: every test fails), and a
+    fix outranks both by at least half the scale. Evals keep ``resolved``."""
+    return 1.0 if resolved_reward(outcomes) == 1.0 else 0.5 * fraction_passed_reward(outcomes)
+
+
 def get_reward_function(name: str) -> RewardFn:
     try:
         return REWARD_FUNCTIONS[name]

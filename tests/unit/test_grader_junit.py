@@ -63,6 +63,11 @@ def test_reward_functions() -> None:
     assert get_reward_function("resolved")(all_pass) == 1.0
     assert get_reward_function("resolved")(one_fails) == 0.0
     assert get_reward_function("fraction_passed")(one_fails) == pytest.approx(2 / 3)
+    broken = ListedOutcomes({"a": "failed"}, {"b": "error", "c": "error"})
+    partial = get_reward_function("resolved_partial")
+    assert partial(all_pass) == 1.0
+    assert partial(one_fails) == pytest.approx(1 / 3)  # bug left, behaviour kept: half of 2/3
+    assert partial(broken) == 0.0
     with pytest.raises(
         ValueError, match="unknown reward function 'nope'; known: .*fraction_passed.*resolved"
     ):
