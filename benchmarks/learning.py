@@ -80,6 +80,11 @@ def table(
         "|---|---|",
         "| training reward per step | " + " ".join(f"{r:.2f}" for r in result.reward_per_step) + " |",
         f"| mean reward, last 3 steps − first 3 | {result.reward_rise:+.3f} |",
+        *(
+            ["| resolved share per step | " + " ".join(f"{r:.2f}" for r in result.resolved_per_step) + " |"]
+            if result.recipe.get("reward_fn", "resolved") != "resolved"
+            else []
+        ),
         f"| eval pass@1, version 0 ({b.samples} samples) | {b.pass_at_1:.1%} (95% CI {b.interval[0]:.1%}–"
         f"{b.interval[1]:.1%}); versions sampled {b.policy_versions} |",
         f"| eval pass@1, last version ({a.samples} samples) | {a.pass_at_1:.1%} (95% CI {a.interval[0]:.1%}–"
@@ -183,6 +188,26 @@ def comparison_table(arms: dict[int, dict[str, Any]], verdict: dict[str, Any]) -
     return "\n".join(lines)
 
 
+def _band(param: click.Parameter, value: str | None) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    try:
+        low, high = (float(x) for x in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: two numbers LOW,HIGH, e.g. 0.1,0.6", param=param) from None
+    if not 0.0 <= low <= high <= 1.0:
+        raise click.BadParameter(f"{value!r}: need 0 <= LOW <= HIGH <= 1", param=param)
+    return low, high
+
+
+def _known_reward_fn(param: click.Parameter, value: str | None) -> str | None:
+    from services.grader.grade import REWARD_FUNCTIONS
+
+    if value is not None and value not in REWARD_FUNCTIONS:
+        raise click.BadParameter(f"{value!r}; known: {', '.join(sorted(REWARD_FUNCTIONS))}", param=param)
+    return value
+
+
 @click.command("learning")
 @click.option("--steps", type=int, help="Learner steps (default: the recipe's).")
 @click.option("--learning-rate", type=float)
@@ -231,6 +256,23 @@ def comparison_table(arms: dict[int, dict[str, Any]], verdict: dict[str, Any]) -
     is_flag=True,
     help="Train at max_policy_lag 0, then 1 (same seed and steps, each in a fresh suite with its evals) and "
     "report both side by side.",
+)
+@click.option(
+    "--curriculum",
+    metavar="LOW,HIGH",
+    callback=lambda _ctx, param, value: _band(param, value),
+    help="Train only on train tasks whose base solve rate (--solve-rates) lies in [LOW, HIGH], e.g. 0.1,0.6.",
+)
+@click.option(
+    "--solve-rates",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The solve-rates file the curriculum reads (default: the bundled base-model rates of swe_micro).",
+)
+@click.option(
+    "--reward-fn",
+    callback=lambda _ctx, param, value: _known_reward_fn(param, value),
+    help="The training run's reward function (default: the recipe's, resolved; e.g. resolved_partial). The evals "
+    "always score resolved.",
 )
 @click.option(
     "--grpo",

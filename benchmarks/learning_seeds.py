@@ -104,6 +104,12 @@ def mean_curve(curves: list[list[float]]) -> list[float]:
     return [mean(c[i] for c in curves) for i in range(steps)]
 
 
+def rise(curve: list[float]) -> float:
+    """Mean of the last three points − mean of the first three (fewer when the curve is shorter than six)."""
+    k = min(3, len(curve) // 2) or 1
+    return sum(curve[-k:]) / k - sum(curve[:k]) / k if curve else 0.0
+
+
 def report(seeds: list[dict[str, Any]]) -> dict[str, Any]:
     """The pooled figures of the seeds' records (module docstring)."""
     if not seeds:
@@ -119,6 +125,8 @@ def report(seeds: list[dict[str, Any]]) -> dict[str, Any]:
             "within_noise": r["paired"]["within_noise"], "mcnemar_p": r["paired"]["mcnemar_p"],
             "pass_at_1_before": r["paired"]["pass_at_1_a"], "pass_at_1_after": r["paired"]["pass_at_1_b"],
             "reward_rise_last3_vs_first3": r["reward_rise_last3_vs_first3"], "wall_s": r["total_wall_s"],
+            "reward_fn": (r.get("recipe") or {}).get("reward_fn", "resolved"),
+            "resolved_rise_last3_vs_first3": rise(r.get("resolved_per_step") or r["reward_per_step"]),
             "train_run": r["train_run"],
             "reference_answer_share": (r.get("controls") or {}).get("reference_answers", {}).get("share"),
             "pass_at_1_issue_withheld": (r.get("controls") or {}).get("issue_withheld", {}).get("pass_at_1"),
@@ -137,6 +145,13 @@ def report(seeds: list[dict[str, Any]]) -> dict[str, Any]:
             "total": sum(r["total_wall_s"] for r in ordered),
         },  # fmt: skip
     }
+
+
+def _resolved_rise(per_seed: dict[str, Any]) -> str:
+    """Beside a reward other than ``resolved``: the rise of the resolved share."""
+    if per_seed.get("reward_fn", "resolved") == "resolved":
+        return ""
+    return f" ({per_seed['reward_fn']}; resolved {per_seed['resolved_rise_last3_vs_first3']:+.3f})"
 
 
 def _share(value: float | None) -> str:
@@ -159,7 +174,8 @@ def report_table(figures: dict[str, Any]) -> str:
         lines.append(
             f"| {s['seed']} | {s['pass_at_1_before']:.1%} → {s['pass_at_1_after']:.1%} | {_points(s['delta'])} | "
             f"{_points(lo)} to {_points(hi)}{' (within noise)' if s['within_noise'] else ''} | "
-            f"{s['mcnemar_p']:.3g} | {s['reward_rise_last3_vs_first3']:+.3f} | {_share(s['reference_answer_share'])} | "
+            f"{s['mcnemar_p']:.3g} | {s['reward_rise_last3_vs_first3']:+.3f}{_resolved_rise(s)} | "
+            f"{_share(s['reference_answer_share'])} | "
             f"{_share(s['pass_at_1_issue_withheld'])} | {s['wall_s'] / 60:.1f} min |"
         )
     p, spread = figures["pooled"], figures["across_seeds"]

@@ -56,6 +56,7 @@ from typing import Any
 import click
 from sqlalchemy import text
 
+from benchmarks.learning_seeds import rise
 from shared.db import make_engine
 from shared.eval_stats import wilson_interval
 from shared.run_config import BoolOrAuto
@@ -66,6 +67,9 @@ from shared.trajectory import CUT_BY_LENGTH
 
 DATASET = "swe_micro"
 HARNESS = "codeblock"
+BASE_SOLVE_RATES = (
+    Path(__file__).resolve().parent.parent / "shared" / "datasets" / DATASET / "base_solve_rates.json"
+)
 HOLDOUTS = {"families": ("train", "eval"), "bugs": ("seen_train", "seen_eval")}
 
 
@@ -96,6 +100,17 @@ class Recipe:
     max_policy_lag: int | None = 1
     """The training run's ``grpo.max_policy_lag``: how many versions sampling may run ahead of the learner (None or
     0: on-policy)."""
+    curriculum: tuple[float, float] | None = None
+    """Train only on the train split's tasks whose recorded base solve rate lies in [low, high] (``solve_rates``):
+    a task the base model never solves gives GRPO all-zero groups, one it always solves all-one groups, neither a
+    gradient. None: every task of the split."""
+    solve_rates: str = str(BASE_SOLVE_RATES)
+    """The solve-rates file (``shared/solve_rates.py``) the curriculum reads: the bundled base-model rates (8
+    samples per task, the recipe's sampling) unless another is named."""
+    reward_fn: str = "resolved"
+    """The training run's reward function (``services/grader/grade.py`` names, e.g. ``resolved_partial``); the
+    evals always score ``resolved`` (pass@1), and the report gives the training run's resolved share per step beside
+    its reward."""
     grpo: dict[str, Any] = field(default_factory=dict)
     """Further ``grpo`` settings of the training run (``shared.run_config.GRPOConfig`` names, e.g. ``kl_coef``), on
     top of the learning rate, autocast, seed and lag above; empty in the recipe."""
@@ -157,12 +172,13 @@ class LearningResult:
     stage_wall_s: dict[str, float] = field(default_factory=dict)
     cut_per_step: list[float] = field(default_factory=list)
     """Per sampling step, the share of rollouts with a model call cut by ``max_tokens``."""
+    resolved_per_step: list[float] = field(default_factory=list)
+    """Per sampling step, the share of rollouts that resolved their task (= ``reward_per_step`` when the training
+    reward is ``resolved``)."""
 
     @property
     def reward_rise(self) -> float:
-        r = self.reward_per_step
-        k = min(3, len(r) // 2) or 1
-        return sum(r[-k:]) / k - sum(r[:k]) / k
+        return rise(self.reward_per_step)
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -241,6 +257,12 @@ FROM groups g JOIN rollouts r ON r.group_id = g.id LEFT JOIN rewards rw ON rw.ro
 WHERE g.run_id = :run GROUP BY g.step ORDER BY g.step
 """
 
+RESOLVED_SQL = """
+SELECT g.step, avg(CASE WHEN rw.resolved THEN 1.0 ELSE 0.0 END) AS resolved
+FROM groups g JOIN rollouts r ON r.group_id = g.id LEFT JOIN rewards rw ON rw.rollout_id = r.id
+WHERE g.run_id = :run GROUP BY g.step ORDER BY g.step
+"""
+
 CUT_EXISTS = "EXISTS (SELECT 1 FROM calls c WHERE c.rollout_id = r.id AND c.finish_reason = :cut)"
 
 CUT_SQL = f"""
@@ -280,6 +302,7 @@ def training_run_body(recipe: Recipe, model: str, task_ids: list[str]) -> dict[s
         "split": recipe.splits[0], "instance_ids": task_ids, "groups_per_step": recipe.groups_per_step,
         "group_size": recipe.group_size, "steps": recipe.steps,
         "sampling": {**_sampling(recipe), "seed": stream_seed(recipe.seed, "train_sampling")},
+        "reward_fn": recipe.reward_fn,
         "grpo": {"learning_rate": recipe.learning_rate, "bf16_autocast": recipe.bf16_autocast,
                  "seed": stream_seed(recipe.seed, "learner"),
                  **({} if recipe.max_policy_lag is None else {"max_policy_lag": recipe.max_policy_lag}),
@@ -287,12 +310,36 @@ def training_run_body(recipe: Recipe, model: str, task_ids: list[str]) -> dict[s
     }  # fmt: skip
 
 
+def curriculum_tasks(recipe: Recipe, task_ids: list[str]) -> list[str]:
+    """``task_ids`` whose base solve rate lies in the recipe's curriculum band (all of them without one)."""
+    from shared.solve_rates import SolveRates, SolveRatesError
+
+    if recipe.curriculum is None:
+        return task_ids
+    low, high = recipe.curriculum
+    try:
+        rates = SolveRates.read(Path(recipe.solve_rates))
+        if (rates.dataset, rates.harness) != (DATASET, HARNESS):
+            raise SolveRatesError(
+                f"they are {rates.dataset}/{rates.harness}, the recipe trains {DATASET}/{HARNESS}"
+            )
+        chosen = rates.in_band(task_ids, low, high)
+    except SolveRatesError as exc:
+        raise click.ClickException(f"curriculum: solve rates {recipe.solve_rates}: {exc}") from None
+    if len(chosen) < recipe.groups_per_step:
+        raise click.ClickException(
+            f"curriculum: {len(chosen)} train tasks have a base solve rate in [{low}, {high}], fewer than the "
+            f"{recipe.groups_per_step} groups of a step"
+        )
+    return chosen
+
+
 def train(suite: Any, settings: Settings, recipe: Recipe, progress: Progress) -> str:
     """Create the training run on the train split (task order shuffled by the seed) and follow it to the end."""
     from shared.datasets import load_dataset
 
     train_split = recipe.splits[0]
-    task_ids = [t.instance_id for t in load_dataset(DATASET, train_split)]
+    task_ids = curriculum_tasks(recipe, [t.instance_id for t in load_dataset(DATASET, train_split)])
     random.Random(stream_seed(recipe.seed, "task_order")).shuffle(task_ids)
     task_ids = task_ids[: recipe.train_tasks]
     run = api(settings, "POST", "/v1/runs", training_run_body(recipe, settings.served_model_name, task_ids))
@@ -321,6 +368,12 @@ def collect(
         ]
         stages = conn.execute(text(STAGES_SQL), {"run": train_run}).mappings().one()
     return rewards, cut, step_rows(settings, train_run), {k: float(v or 0.0) for k, v in stages.items()}
+
+
+def resolved_per_step(settings: Settings, train_run: str) -> list[float]:
+    """The training run's share of resolved rollouts per sampling step."""
+    with make_engine(settings.database_url).connect() as conn:
+        return [float(r["resolved"]) for r in conn.execute(text(RESOLVED_SQL), {"run": train_run}).mappings()]
 
 
 def run_learning(
@@ -352,7 +405,7 @@ def run_learning(
         recipe=asdict(recipe), train_run=train_run, eval_before=before, eval_after=after,
         reward_per_step=rewards, steps=steps, stages_s=stages, wall_s=time.monotonic() - started,
         stage_wall_s={"eval_before_s": before.wall_s, "train_s": train_s, "eval_after_s": after.wall_s},
-        cut_per_step=cut,
+        cut_per_step=cut, resolved_per_step=resolved_per_step(settings, train_run),
     )  # fmt: skip
 
 

@@ -165,3 +165,17 @@ def test_the_report_carries_each_seeds_controls() -> None:
     assert (by_seed[2]["reference_answer_share"], by_seed[2]["pass_at_1_issue_withheld"]) == (0.0125, 0.05)
     assert by_seed[0]["reference_answer_share"] is None
     assert "| 1.2% | 5.0% |" in report_table(figures)
+
+
+def test_a_seed_trained_on_another_reward_also_reports_its_resolved_share_rise() -> None:
+    seeds = records()
+    seeds[1] |= {"recipe": {**RECIPE.__dict__, "reward_fn": "resolved_partial"},
+                 "resolved_per_step": [0.0, 0.1, 0.0, 0.2, 0.2, 0.3]}  # fmt: skip
+    figures = report(seeds)
+    by_seed = {s["seed"]: s for s in figures["per_seed"]}
+    assert by_seed[0]["reward_fn"] == "resolved_partial"
+    assert by_seed[0]["resolved_rise_last3_vs_first3"] == pytest.approx(0.7 / 3 - 0.1 / 3)
+    assert by_seed[1]["reward_fn"] == "resolved"  # its resolved share is its reward
+    assert by_seed[1]["resolved_rise_last3_vs_first3"] == by_seed[1]["reward_rise_last3_vs_first3"]
+    table = report_table(figures)
+    assert "(resolved_partial; resolved +0.200)" in table and table.count("resolved_partial") == 1
