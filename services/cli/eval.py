@@ -257,10 +257,48 @@ def compare_command(eval_a: str, eval_b: str, api_url: str | None, as_json: bool
     click.echo(comparison_text(details[0], details[1], result))
 
 
+@eval_command.command("rates")
+@click.argument("eval_id")
+@click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+    help="The solve-rates file to write; an existing one is extended with this eval's tasks (same dataset, "
+    "harness, policy, samples per task and sampling).",
+)  # fmt: skip
+@click.option("--api", "api_url", envvar="HARNESSRL_API_URL", default=None, help="API base URL.")
+def rates_command(eval_id: str, out: Path, api_url: str | None) -> None:
+    """Write each task's solve rate in a completed eval (passed / samples) to a solve-rates file
+    (``shared/solve_rates.py``), e.g. the base model's on a split, for ``bench learning --curriculum``."""
+    from shared.solve_rates import SolveRates, SolveRatesError, from_eval
+
+    settings = load_settings()
+    client = ApiClient(api_url or default_api_url(settings), settings.api_token, timeout_s=60)
+    try:
+        detail = _finished_eval(client, eval_id)
+        rates = from_eval(
+            detail, client.get_eval_samples(eval_id), client.get_run(eval_id)["config"]["sampling"]
+        )
+    except ApiClientError as exc:
+        fail(exc.message, 2 if exc.status == 404 else 1)
+    except SolveRatesError as exc:
+        fail(str(exc))
+    finally:
+        client.close()
+    try:
+        if out.exists():
+            rates = SolveRates.read(out).merged(rates)
+    except SolveRatesError as exc:
+        fail(f"{out}: {exc}")
+    rates.write(out)
+    passed, samples = rates.pass_at_1(list(rates.tasks))
+    click.echo(
+        f"{out}: {len(rates.tasks)} tasks, pass@1 {passed}/{samples} ({passed / samples:.1%}) over all its evals"
+    )
+
+
 def _finished_eval(client: ApiClient, eval_id: str) -> dict[str, Any]:
     detail = client.get_eval(eval_id)
     if detail["status"] != "completed":
-        fail(f"eval {eval_id} is {detail['status']}: compare needs two completed evals")
+        fail(f"eval {eval_id} is {detail['status']}: only a completed eval can be compared or counted")
     return detail
 
 

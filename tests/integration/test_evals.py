@@ -41,6 +41,7 @@ from shared.pool import set_served
 from shared.run_config import RunConfig
 from shared.sampling_seed import rollout_seed
 from shared.settings import Settings
+from shared.solve_rates import SolveRates
 from shared.tensorboard import ScalarLog, read_scalars, run_logdir
 from tests.fixtures import product
 from tests.fixtures.product import ApiServer
@@ -505,3 +506,35 @@ def test_harnessrl_eval_compare_pairs_two_evals_and_refuses_evals_that_do_not_pa
         assert refused.stderr.count("\n") == 1 and refused.stdout == ""
     misplaced = harnessrl("eval", "--samples", "3", "compare", before, after)
     assert misplaced.exit_code == 2 and "--samples" in misplaced.stderr
+
+
+def test_harnessrl_eval_rates_writes_and_extends_a_solve_rates_file(
+    harnessrl: Any, db: Any, tmp_path: Any
+) -> None:
+    yes, no = True, False
+    first = _finished_eval(db, 7, {"textkit-1": [no, no, yes], "textkit-2": [no, no, no]})
+    second = _finished_eval(db, 8, {"minstats-1": [yes, yes, no]})
+    out = tmp_path / "rates.json"
+    assert harnessrl("eval", "rates", first, "--out", str(out)).exit_code == 0
+    written = harnessrl("eval", "rates", second, "--out", str(out))
+    assert written.exit_code == 0, written.stderr
+    assert "3 tasks, pass@1 3/9" in written.stdout
+    rates = SolveRates.read(out)
+    assert rates.tasks == {"textkit-1": (1, 3), "textkit-2": (0, 3), "minstats-1": (2, 3)}
+    assert (rates.policy, rates.samples_per_task, rates.harness) == ("base", 3, "codeblock")
+    assert [e["id"] for e in rates.evals] == [first, second]
+    assert rates.in_band(["textkit-1", "textkit-2", "minstats-1"], 0.1, 0.5) == ["textkit-1"]
+
+    # Refused, and the file is left as it was: a task measured twice, a sample never graded, a missing eval.
+    before = out.read_text()
+    again = _finished_eval(db, 9, {"textkit-1": [yes, yes, yes]})
+    ungraded = _finished_eval(db, 10, {"minstats-1": [yes, None, no]})
+    for eval_id, says in (
+        (again, "measured twice"),
+        (ungraded, "was not graded"),
+        ("eval_missing", "no eval"),
+    ):
+        refused = harnessrl("eval", "rates", eval_id, "--out", str(out))
+        assert refused.exit_code != 0 and says in refused.stderr, refused.stderr
+        assert refused.stderr.startswith("harnessrl: ") and refused.stderr.count("\n") == 1
+    assert out.read_text() == before
