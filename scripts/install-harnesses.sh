@@ -1,28 +1,30 @@
 #!/usr/bin/env bash
-# Install the five coding-agent CLIs at pinned versions into a prefix outside /root, so that the
+# Install the five npm coding-agent CLIs at pinned versions into a prefix outside /root, so that the
 # sandboxed (unprivileged) uids can execute them. Idempotent: a package already present at the
 # pinned version is skipped, so a second run takes well under a second.
 #
 # Usage: scripts/install-harnesses.sh [PREFIX]   (default: $HARNESSRL_NPM_PREFIX or /opt/harnessrl/npm)
-#        scripts/install-harnesses.sh --list     (print "harness binary package version", one pin a line)
+#        scripts/install-harnesses.sh --list     (print "harness binary package version registry", one pin a line)
 #
-# The pins below are the one list of harness CLI versions: scripts/check-harness-versions.sh reads it with
+# The pins below are the one list of harness versions: scripts/check-harness-versions.sh reads it with
 # --list, and a pin is bumped only after that check passes for the new version (docs/harness-versions.md).
+# A PyPI harness gets its own virtual environment from scripts/install-recipe-agents.sh, which reads its pin here.
 set -euo pipefail
 
-# harness name (as in run configs)   binary   npm package   pinned version
+# harness name (as in run configs)   binary   package   pinned version   registry
 PINS=(
-  "codex        codex   @openai/codex                  0.171.0"
-  "claude-code  claude  @anthropic-ai/claude-code      2.1.332"
-  "qwen-code    qwen    @qwen-code/qwen-code           0.24.4"
-  "pi           pi      @mariozechner/pi-coding-agent  0.73.1"
-  "gemini       gemini  @google/gemini-cli             0.61.0"
+  "codex           codex   @openai/codex                  0.171.0  npm"
+  "claude-code     claude  @anthropic-ai/claude-code      2.1.332  npm"
+  "qwen-code       qwen    @qwen-code/qwen-code           0.24.4   npm"
+  "pi              pi      @mariozechner/pi-coding-agent  0.73.1   npm"
+  "gemini          gemini  @google/gemini-cli             0.61.0   npm"
+  "mini-swe-agent  mini    mini-swe-agent                 2.4.6    pypi"
 )
 
 if [[ "${1:-}" == "--list" ]]; then
   for pin in "${PINS[@]}"; do
-    read -r harness bin package version <<<"$pin"
-    echo "$harness $bin $package $version"
+    read -r harness bin package version registry <<<"$pin"
+    echo "$harness $bin $package $version $registry"
   done
   exit 0
 fi
@@ -38,7 +40,8 @@ installed_version() {
 missing=()
 bins=()
 for pin in "${PINS[@]}"; do
-  read -r _harness bin package version <<<"$pin"
+  read -r _harness bin package version registry <<<"$pin"
+  [[ "$registry" == npm ]] || continue
   bins+=("$bin")
   if [[ "$(installed_version "$package")" != "$version" ]]; then
     missing+=("$package@$version")

@@ -3,14 +3,16 @@
 # each where a user would put it, outside any harnessrl prefix, so the `shell` harness has to mount them (tests/e2e/test_shell_recipes.py):
 #   - a Node CLI installed with npm into its own prefix: Qwen Code in $RECIPES/qwen-code;
 #   - a Python agent in its own virtual environment: mini-swe-agent in $RECIPES/mini-swe-agent.
-# Idempotent (each is skipped when present at its version).
+# Idempotent (each is skipped when present at its version). The mini-swe-agent venv is also the `mini-swe-agent`
+# harness's (services/runner/harnesses/mini_swe_agent.py); its version is that harness's pin in install-harnesses.sh.
 #
 # Usage: scripts/install-recipe-agents.sh [RECIPES_DIR]   (default: $HARNESSRL_RECIPES_DIR or /opt/harnessrl/recipes)
 set -euo pipefail
 
 RECIPES="${1:-${HARNESSRL_RECIPES_DIR:-/opt/harnessrl/recipes}}"
 QWEN_VERSION="0.24.4"
-MINI_SWE_AGENT_VERSION="2.4.6"
+MINI_SWE_AGENT_VERSION="$(bash "$(dirname "$0")/install-harnesses.sh" --list | awk '$1 == "mini-swe-agent" { print $4 }')"
+[[ -n "$MINI_SWE_AGENT_VERSION" ]] || { echo "install-recipe-agents: no mini-swe-agent pin in install-harnesses.sh" >&2; exit 1; }
 mkdir -p "$RECIPES"
 
 qwen_prefix="$RECIPES/qwen-code"

@@ -90,6 +90,26 @@ class GeminiOptions(HarnessOptions):
     name: Literal["gemini"] = "gemini"
 
 
+MiniSweAgentConfig = Literal["mini_textbased", "mini"]
+"""The configs mini-swe-agent ships that the harness runs (``minisweagent/config/<name>.yaml``)."""
+
+
+class MiniSweAgentOptions(HarnessOptions):
+    """mini-swe-agent (Chat Completions through LiteLLM), from PyPI in its own virtual environment: ``mini`` with
+    one of the configs it ships, unmodified."""
+
+    name: Literal["mini-swe-agent"] = "mini-swe-agent"
+    config: MiniSweAgentConfig = "mini_textbased"
+    """``mini_textbased``: each answer holds one fenced ``mswea_bash_command`` block, no tools offered (a small
+    model can follow it); ``mini``: each answer calls the one ``bash`` tool (its default config)."""
+    step_limit: int = Field(30, ge=1, le=10_000)
+    """Model calls before the agent stops (it exits 0 with status ``LimitsExceeded``: a completed rollout)."""
+
+    @property
+    def first_call_name(self) -> str:
+        return self.name if self.config == "mini_textbased" else "mini-swe-agent-toolcall"
+
+
 class ReferenceOptions(HarnessOptions):
     """The built-in Python agent (``services/runner/harnesses/reference_agent.py``); no Node needed."""
 
@@ -184,6 +204,7 @@ _OPTION_MODELS = (
     | QwenCodeOptions
     | PiOptions
     | GeminiOptions
+    | MiniSweAgentOptions
     | ShellOptions
     | ReferenceOptions
     | CodeblockOptions

@@ -1,10 +1,13 @@
-"""The real harness CLIs end to end (issue 4's must-show): Codex, Claude Code, Qwen Code, Pi, Gemini CLI (and the
-reference agent), unmodified and sandboxed, run a multi-turn task through the real gateway backed by the scripted policy:
-write a file, run a command, read it back, say done. Each finishes successfully, the file is in the rollout's
-patch, and the calls form ONE chain in which every prompt the model saw is exactly the previous prompt + the
-previous sampled ids + the new suffix — checked against the token ids the upstream actually received. Options that
-change what a CLI sends are cases of their own (``VARIANTS``): ``claude-code-bare`` is ``claude -p --bare``, which
-offers only ``Bash``, ``Edit`` and ``Read`` (the write step becomes a ``Bash`` command).
+"""The real harness CLIs end to end (issue 4's must-show): Codex, Claude Code, Qwen Code, Pi, Gemini CLI,
+mini-swe-agent (and the reference agent), unmodified and sandboxed, run a multi-turn task through the real gateway
+backed by the scripted policy: write a file, run a command, read it back, say done (mini-swe-agent: run its submit
+command). Each finishes successfully, the file is in the rollout's patch, and the calls form ONE chain in which
+every prompt the model saw is exactly the previous prompt + the previous sampled ids + the new suffix — checked
+against the token ids the upstream actually received. Options that change what a CLI sends are cases of their own
+(``VARIANTS``): ``claude-code-bare`` is ``claude -p --bare``, which offers only ``Bash``, ``Edit`` and ``Read`` (the
+write step becomes a ``Bash`` command); ``mini-swe-agent-toolcall`` runs mini-swe-agent's default config, which
+calls a ``bash`` tool, where the default ``mini_textbased`` config offers no tools and takes one fenced command per
+answer (counted as that answer's action).
 
 The first call also checks context fit's counting (``shared/context_fit.py``): the call's conversation, rendered
 by the model's chat template, is exactly as many tokens as the first prompt the upstream received, and the
@@ -27,6 +30,7 @@ from sqlalchemy import select
 from services.gateway.chat_format import message_to_template, tool_to_template
 from services.gateway.providers import ADAPTERS
 from services.runner.harnesses.base import npm_prefix
+from services.runner.harnesses.mini_swe_agent import mini_swe_agent_venv
 from services.runner.rollout import Attempt, claim, execute_attempt
 from shared.context_fit import (
     INSTRUCTION_MARK,
@@ -39,14 +43,23 @@ from shared.db import session_scope
 from shared.harnesses import harness_config
 from shared.models import Call, Chain, Rollout
 from shared.trajectory import load_segment
+from tests.fixtures.scripted_policy import MINI_SWE_AGENT_SCRIPT
 from tests.fixtures.services import REPO_ROOT
 
 pytestmark = [pytest.mark.e2e]
 
-HARNESSES = ["codex", "claude-code", "qwen-code", "pi", "gemini", "reference"]
-VARIANTS: dict[str, dict[str, object]] = {"claude-code-bare": {"name": "claude-code", "bare": True}}
+HARNESSES = ["codex", "claude-code", "qwen-code", "pi", "gemini", "mini-swe-agent", "reference"]
+VARIANTS: dict[str, dict[str, object]] = {
+    "claude-code-bare": {"name": "claude-code", "bare": True},
+    "mini-swe-agent-toolcall": {"name": "mini-swe-agent", "config": "mini"},
+}
 """Case id -> a harness section with options; each variant's first call is captured under its own name."""
 BARE_TOOLS = {"Bash", "Edit", "Read"}
+SCRIPTS = {"mini-swe-agent": MINI_SWE_AGENT_SCRIPT}
+"""Harness -> its script where the default one does not end it."""
+NOT_STREAMED = {"reference", "mini-swe-agent"}
+"""Harnesses that ask for whole answers (the reference agent; LiteLLM as mini-swe-agent calls it)."""
+TEXT_ACTION = "```mswea_bash_command\n"
 
 
 @pytest.mark.parametrize("case", [*HARNESSES, *VARIANTS])
@@ -58,6 +71,8 @@ def test_real_cli_multi_turn_task_forms_one_exact_chain(  # type: ignore[no-unty
     options = harness_config(**section) if isinstance(section, dict) else harness_config(section)
     harness, first_call_name = options.name, options.first_call_name
     assert first_call_name == case
+    if harness in SCRIPTS:
+        scripted_policy.set_script(SCRIPTS[harness])
     _, _, [rollout_id] = make_rollouts(toy_task, section)
     attempt = claim(settings, db, store, rollout_id)
     assert isinstance(attempt, Attempt)
@@ -74,15 +89,21 @@ def test_real_cli_multi_turn_task_forms_one_exact_chain(  # type: ignore[no-unty
         chains = list(session.scalars(select(Chain).where(Chain.rollout_id == rollout_id)))
         patch = store.get_bytes(rollout.patch_key) if rollout.patch_key else b""
 
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     # Token faithfulness against what the upstream received: prompt k = prompt k-1 + sampled k-1 + suffix k.
     received = [request["prompt_ids"] for request in scripted_policy.requests]
     spliced: list[list[int]] = []
     seen: list[int] = []
+    actions: list[int] = []  # per call: its tool calls, or its fenced command (a text-based agent's action)
     for call in calls:
         segment = load_segment(store, call.tokens_key)
         seen += segment.suffix_ids.tolist()
         spliced.append(list(seen))
         seen += segment.sampled_ids.tolist()
+        answer = tokenizer.decode(segment.sampled_ids.tolist(), skip_special_tokens=True)
+        actions.append(call.tool_call_count or answer.count(TEXT_ACTION))
     first_call, capture_error, stored_tokens, used_tools = None, None, None, set()
     try:
         first_call = captured_first_call(
@@ -100,7 +121,7 @@ def test_real_cli_multi_turn_task_forms_one_exact_chain(  # type: ignore[no-unty
         harness_outcome=harness_outcome,
         error=error,
         calls=len(calls),
-        tool_calls=sum(c.tool_call_count for c in calls),
+        tool_calls=sum(actions),
         chains=len(chains),
         forks=[c.fork_reason for c in chains if c.fork_reason],
         streamed=all(c.stream for c in calls),
@@ -116,10 +137,12 @@ def test_real_cli_multi_turn_task_forms_one_exact_chain(  # type: ignore[no-unty
     # Write, run, read back, then the final answer: >= 4 calls, >= 3 of them tool calls, all in one chain.
     assert len(chains) == 1 and chains[0].fork_reason is None, [c.fork_reason for c in chains]
     assert [c.position for c in calls] == list(range(len(calls))) and len(calls) >= 4, detail
-    assert sum(c.tool_call_count for c in calls) >= 3, [(c.position, c.tool_call_count) for c in calls]
+    assert sum(actions) >= 3, list(enumerate(actions))
+    if options.first_call_name == "mini-swe-agent":  # text-based: every action is a fenced block
+        assert sum(c.tool_call_count for c in calls) == 0 and actions == [1] * len(calls), actions
     assert all(c.fork_reason is None for c in calls)
-    # The CLIs stream every call through the gateway (the reference agent asks for whole answers).
-    assert all(c.stream for c in calls) == (harness != "reference"), [c.stream for c in calls]
+    # The CLIs stream every call through the gateway (the reference agent and LiteLLM ask for whole answers).
+    assert all(c.stream for c in calls) == (harness not in NOT_STREAMED), [c.stream for c in calls]
     assert len(received) == len(calls)
     for position, (prompt_ids, expected) in enumerate(zip(received, spliced, strict=True)):
         assert prompt_ids == expected, f"call {position}: the prompt is not the spliced chain"
@@ -131,10 +154,11 @@ def test_real_cli_multi_turn_task_forms_one_exact_chain(  # type: ignore[no-unty
         assert used_tools <= BARE_TOOLS and len(used_tools) >= 2, used_tools
     if directory := os.environ.get("HARNESSRL_FIRST_PROMPT_DIR"):
         (Path(directory) / f"{first_call_name}.json.zst").write_bytes(first_call.encode())
+    if case == "mini-swe-agent":
+        assert not first_call.tools and TEXT_ACTION in str(first_call.messages[0]["content"])
+    if case == "mini-swe-agent-toolcall":
+        assert [tool["function"]["name"] for tool in first_call.tools] == ["bash"], first_call.tools
     messages, tools = first_call.with_instruction(toy_task.problem_statement)
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     text = tokenizer.apply_chat_template(
         messages, tools=tools or None, tokenize=False, add_generation_prompt=True
     )
@@ -147,7 +171,8 @@ def test_real_cli_multi_turn_task_forms_one_exact_chain(  # type: ignore[no-unty
 
 
 def installed_version(harness: str) -> str:
-    """The version of the harness CLI under the npm prefix (``built-in`` for the reference agent)."""
+    """The version of the harness CLI under the npm prefix or in its virtual environment (``built-in`` for the
+    reference agent)."""
     pins = subprocess.run(
         ["bash", str(REPO_ROOT / "scripts" / "install-harnesses.sh"), "--list"],
         capture_output=True,
@@ -155,10 +180,17 @@ def installed_version(harness: str) -> str:
         check=True,
     ).stdout
     for line in pins.splitlines():
-        name, _bin, package, _pinned = line.split()
-        if name == harness:
-            manifest = npm_prefix() / "lib" / "node_modules" / package / "package.json"
-            return str(json.loads(manifest.read_text())["version"])
+        name, _bin, package, _pinned, registry = line.split()
+        if name != harness:
+            continue
+        if registry == "pypi":
+            python = mini_swe_agent_venv() / "bin" / "python"
+            script = f"import importlib.metadata as m; print(m.version({package!r}))"
+            return subprocess.run(
+                [str(python), "-c", script], capture_output=True, text=True, check=True
+            ).stdout.strip()
+        manifest = npm_prefix() / "lib" / "node_modules" / package / "package.json"
+        return str(json.loads(manifest.read_text())["version"])
     return "built-in"
 
 

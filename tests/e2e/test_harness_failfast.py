@@ -42,7 +42,7 @@ def run_failing(
         return rollout, detail, elapsed
 
 
-@pytest.mark.parametrize("harness", ["codex", "claude-code", "pi", "gemini", "reference"])
+@pytest.mark.parametrize("harness", ["codex", "claude-code", "pi", "gemini", "mini-swe-agent", "reference"])
 def test_harness_fails_fast_when_the_model_is_down(  # type: ignore[no-untyped-def]
     harness, dead_upstream_gateway, sandbox, db, store, toy_task, make_rollouts
 ):
@@ -78,7 +78,9 @@ def test_an_infrastructure_failure_with_budget_left_goes_back_to_the_queue(  # t
     assert isinstance(again, Attempt) and again.attempt == 2 and again.rollout_key != attempt.rollout_key
 
 
-@pytest.mark.parametrize("harness", ["codex", "claude-code", "qwen-code", "pi", "gemini", "reference"])
+@pytest.mark.parametrize(
+    "harness", ["codex", "claude-code", "qwen-code", "pi", "gemini", "mini-swe-agent", "reference"]
+)
 def test_wrong_rollout_key_is_a_visible_harness_error(  # type: ignore[no-untyped-def]
     harness, dead_upstream_gateway, sandbox, db, store, toy_task, make_rollouts
 ):

@@ -21,6 +21,7 @@ from services.runner.rollout import Attempt, claim, execute_attempt
 from shared.db import session_scope
 from shared.models import Call, Chain, Rollout
 from shared.trajectory import load_segment
+from tests.fixtures.scripted_policy import MINI_SWE_AGENT_SCRIPT
 
 pytestmark = [pytest.mark.e2e]
 
@@ -94,16 +95,9 @@ def python_agent_recipe(template: Path) -> dict[str, object]:
     }
 
 
-# mini-swe-agent ends when a command prints its submit marker; every answer must be one bash call.
-MINI_SCRIPT = [
-    {"write": {"path": "hello.txt", "content": "hi\n"}},
-    {"run": "cat hello.txt"},
-    {"read": "hello.txt"},
-    {"run": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"},
-]
 RECIPES_UNDER_TEST = {
     "node-cli-own-prefix": (node_cli_recipe, QWEN_PREFIX / "bin" / "qwen", None),
-    "python-agent-own-venv": (python_agent_recipe, MINI_VENV / "bin" / "mini", MINI_SCRIPT),
+    "python-agent-own-venv": (python_agent_recipe, MINI_VENV / "bin" / "mini", MINI_SWE_AGENT_SCRIPT),
 }
 
 

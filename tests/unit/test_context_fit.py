@@ -22,7 +22,17 @@ from shared.harnesses import harness_config
 
 pytestmark = pytest.mark.unit
 
-CAPTURED = ("codex", "claude-code", "claude-code-bare", "qwen-code", "pi", "gemini", "reference")
+CAPTURED = (
+    "codex",
+    "claude-code",
+    "claude-code-bare",
+    "qwen-code",
+    "pi",
+    "gemini",
+    "mini-swe-agent",
+    "mini-swe-agent-toolcall",
+    "reference",
+)
 
 
 def test_context_length_is_the_gateway_limit_capped_by_the_model(

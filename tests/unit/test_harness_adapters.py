@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 
 from services.runner.harnesses import ADAPTERS, HARNESS_NAMES, UnknownHarness, make_adapter
-from services.runner.harnesses.base import HarnessRequest, HarnessRunResult
+from services.runner.harnesses.base import (
+    HarnessNotInstalled,
+    HarnessRequest,
+    HarnessRunResult,
+    HarnessVerdict,
+)
 from services.runner.harnesses.reference_agent import run_tool
 from shared.harnesses import HARNESS_OPTIONS, NAME_ALONE, ShellOptions, harness_config
 
@@ -144,6 +149,7 @@ def test_unknown_harness_is_named() -> None:
         "qwen-code",
         "pi",
         "gemini",
+        "mini-swe-agent",
         "shell",
         "reference",
         "codeblock",
@@ -181,6 +187,7 @@ def test_one_registry_names_every_harness_with_its_options_and_adapter() -> None
         ("gemini", '{\n  "session_id": "s",\n  "response": "done",\n  "stats": {}\n}', "completed"),
         ("gemini", '{"session_id": "s", "error": {"type": "Error", "message": "[API Error: 503]"}}', "harness_error"),
         ("gemini", "Warning: Basic terminal detected", "harness_error"),
+        ("mini-swe-agent", "\nExit:\n\nSaved trajectory to \n'/home/x/last_mini_run.traj.json'\n", "completed"),
     ],
 )  # fmt: skip
 def test_exit_zero_is_judged_by_what_the_cli_printed(harness: str, stdout: str, outcome: str) -> None:
@@ -217,6 +224,70 @@ def test_timeouts_and_nonzero_exits_are_not_success() -> None:
     assert (
         reference.classify(HarnessRunResult(1, False, "", "API error: HTTP 401")).outcome == "harness_error"
     )
+
+
+def mini_venv(root: Path) -> Path:
+    """The layout of an installed mini-swe-agent venv, as the adapter looks it up (its entry point and configs)."""
+    venv = root / "mini-swe-agent"
+    configs = venv / "lib" / "python3.11" / "site-packages" / "minisweagent" / "config"
+    configs.mkdir(parents=True)
+    (venv / "bin").mkdir()
+    (venv / "bin" / "mini").write_text("#!/bin/sh\n")
+    for name in ("mini", "mini_textbased"):
+        (configs / f"{name}.yaml").write_text("agent: {}\n")
+    return venv
+
+
+def test_mini_swe_agent_runs_a_shipped_config_by_absolute_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HARNESSRL_RECIPES_DIR", str(tmp_path))
+    adapter = make_adapter("mini-swe-agent", {"step_limit": 7})
+    with pytest.raises(HarnessNotInstalled, match="install-recipe-agents.sh"):
+        adapter.check_installed()
+    venv = mini_venv(tmp_path)
+    adapter.check_installed()
+    launch = adapter.launch(REQUEST)
+    argv = launch.argv
+    configs = [argv[i + 1] for i, arg in enumerate(argv) if arg == "-c"]
+    # the shipped text-based config by its absolute path (a bare name is looked up in the task's checkout first)
+    assert configs[0] == str(venv / "lib/python3.11/site-packages/minisweagent/config/mini_textbased.yaml")
+    assert "agent.step_limit=7" in configs and "model.cost_tracking=ignore_errors" in configs
+    assert argv[argv.index("--model-class") + 1] == "litellm_textbased"
+    assert argv[argv.index("--model") + 1] == "openai/policy" and argv[-2:] == ["--task", REQUEST.instruction]
+    assert {"--yolo", "--exit-immediately"} <= set(argv) and argv[argv.index("--cost-limit") + 1] == "0"
+    assert (
+        launch.env["OPENAI_BASE_URL"] == f"{REQUEST.base_url}/v1"
+        and launch.env["OPENAI_API_KEY"] == "rk_secret"
+    )
+    assert launch.env["MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT"] == "1" and launch.ro_paths == [venv]
+    toolcall = make_adapter("mini-swe-agent", {"config": "mini"}).launch(REQUEST).argv
+    assert toolcall[toolcall.index("--model-class") + 1] == "litellm" and toolcall[2].endswith(
+        "/config/mini.yaml"
+    )
+    with pytest.raises(ValueError, match="config"):
+        make_adapter("mini-swe-agent", {"config": "swebench"})  # only the configs the harness is tested with
+
+
+def test_mini_swe_agent_says_why_it_stopped_without_submitting() -> None:
+    adapter = make_adapter("mini-swe-agent", {"step_limit": 5})
+    printed = (
+        "mini-swe-agent (step 5, $0.00):\nls\n\nExit:\nLimitsExceeded\nSaved trajectory to \n'/h/t.json'\n"
+    )
+    assert adapter.classify(ok(printed)) == HarnessVerdict("completed", "step limit of 5 reached")
+    assert adapter.classify(ok("\nExit:\nRepeatedFormatError\n")).reason is not None
+    traceback = (
+        "Traceback (most recent call last):\n  ...\nlitellm.exceptions.APIConnectionError: first\n\n"
+        "During handling of the above exception, another exception occurred:\n\nTraceback ...\n"
+        "litellm.exceptions.ServiceUnavailableError: litellm.ServiceUnavailableError: upstream\ndown\n"
+    )
+    failed = adapter.classify(HarnessRunResult(1, False, "", traceback))
+    assert failed == HarnessVerdict(
+        "harness_error",
+        "mini-swe-agent 503: ServiceUnavailableError: litellm.ServiceUnavailableError: upstream down",
+    )
+    crashed = adapter.classify(HarnessRunResult(1, False, "", "Traceback ...\nValueError: no model"))
+    assert crashed.outcome == "harness_error" and "ValueError: no model" in (crashed.reason or "")
 
 
 def test_reference_agent_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -142,6 +142,41 @@ def test_side_call_without_tools_gets_the_final_text(chat_format: ChatFormat) ->
     assert step_text([{"run": "ls"}, {"say": "finished"}], text) == "finished"
 
 
+def test_a_text_based_agent_gets_one_fenced_command_per_step(
+    tiny_model_dir: Path, chat_format: ChatFormat
+) -> None:
+    """mini-swe-agent's ``mini_textbased`` prompt offers no tools and asks for one fenced command per answer: step
+    ``k`` answers the prompt that holds ``k`` earlier replies (its observations are plain user messages)."""
+    from tests.fixtures.scripted_policy import MINI_SWE_AGENT_SCRIPT
+
+    policy = ScriptedPolicy(tiny_model_dir, MINI_SWE_AGENT_SCRIPT)
+    messages = [
+        Message(
+            role="system", content="One command per answer:\n```mswea_bash_command\nyour_command_here\n```"
+        ),
+        Message(role="user", content="Please solve this issue: make hello.txt"),
+    ]
+    answers = []
+    for _ in range(5):
+        prompt = chat_format.render_prompt(
+            Conversation(provider_api="openai_chat", messages=messages, tools=[])
+        )
+        ids, _ = policy.sample(prompt, 200)
+        answers.append(chat_format.decode(ids[:-1]))
+        messages += [
+            Message(role="assistant", content=answers[-1]),
+            Message(role="user", content="<returncode>0</returncode>"),
+        ]
+    fenced = "Scripted step.\n\n```mswea_bash_command\n{}\n```".format
+    assert answers == [
+        fenced("printf '%s' 'hi\n' > hello.txt"),
+        fenced("cat hello.txt"),
+        fenced("cat hello.txt"),
+        fenced("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
+        "done",  # past the script's end: the final text
+    ]
+
+
 def test_ids_logprobs_and_cut(tiny_model_dir: Path, chat_format: ChatFormat) -> None:
     policy = ScriptedPolicy(tiny_model_dir, [{"say": "hello there"}])
     prompt = chat_format.render_prompt(

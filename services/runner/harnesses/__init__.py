@@ -15,6 +15,7 @@ from services.runner.harnesses.claude_code import ClaudeCodeAdapter
 from services.runner.harnesses.codeblock import CodeblockAdapter
 from services.runner.harnesses.codex import CodexAdapter
 from services.runner.harnesses.gemini import GeminiAdapter
+from services.runner.harnesses.mini_swe_agent import MiniSweAgentAdapter
 from services.runner.harnesses.pi import PiAdapter
 from services.runner.harnesses.qwen_code import QwenCodeAdapter
 from services.runner.harnesses.reference import ReferenceAdapter
@@ -27,6 +28,7 @@ ADAPTERS: dict[str, Callable[[Any], HarnessAdapter]] = {
     "qwen-code": lambda _options: QwenCodeAdapter(),
     "pi": lambda _options: PiAdapter(),
     "gemini": lambda _options: GeminiAdapter(),
+    "mini-swe-agent": MiniSweAgentAdapter,
     "shell": ShellAdapter,
     "reference": ReferenceAdapter,
     "codeblock": CodeblockAdapter,
