@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Harness-version drift check: install the newest published version of each harness CLI into a scratch npm
-# prefix, run the real-CLI chain test (tests/e2e/test_harness_cli_chain.py: sandboxed CLI, real gateway,
+# prefix (a PyPI harness: into a scratch virtual environment), run the real-CLI chain test (tests/e2e/test_harness_cli_chain.py: sandboxed CLI, real gateway,
 # scripted policy, >= 3 tool calls, one exact chain) against it, and print a Markdown report per harness:
 # pinned vs newest version, install and test result, the chain/fork outcome, the first prompt's size.
 #
 # Usage: scripts/check-harness-versions.sh [HARNESS...]      (default: every pinned harness)
 # Env:   PYTHON (default .venv/bin/python), HARNESSRL_TEST_REDIS_DB (the test session's Redis db),
 #        KEEP_PREFIX=1 (keep the scratch prefix and report files; their path is printed).
-# Needs: npm with the registry reachable, and what the e2e tests need (Postgres, Redis, bubblewrap).
+# Needs: npm and pip with their registries reachable, and what the e2e tests need (Postgres, Redis, bubblewrap).
 # Exit status: 0 when every checked harness passes on its newest version, 1 otherwise.
 #
 # The pins live in scripts/install-harnesses.sh; bump one only after this check passes for the new version.
@@ -28,19 +28,36 @@ trap cleanup EXIT
 versions="$scratch/versions.tsv"  # harness, package, pinned, newest, install result
 : >"$versions"
 harnesses=()
+newest_version() {  # registry package -> its newest published version, or nothing
+  if [[ "$1" == pypi ]]; then
+    "$PYTHON" -m pip index versions --disable-pip-version-check "$2" 2>/dev/null | sed -n 's/^[^ ]* (\(.*\))$/\1/p'
+  else
+    npm view "$2" dist-tags.latest 2>/dev/null || true
+  fi
+}
+
+install_newest() {  # registry harness package version: into the scratch prefix, or the harness's scratch venv
+  if [[ "$1" == pypi ]]; then
+    # The system Python, as scripts/install-recipe-agents.sh does: the sandbox shows it.
+    /usr/bin/python3 -m venv "$scratch/recipes/$2" &&
+      "$scratch/recipes/$2/bin/pip" install --quiet --disable-pip-version-check "$3==$4"
+  else
+    npm install --global --prefix "$scratch/npm" --no-audit --no-fund --loglevel=error "$3@$4"
+  fi
+}
+
 for pin in "${PINS[@]}"; do
-  read -r harness _bin package pinned <<<"$pin"
+  read -r harness _bin package pinned registry <<<"$pin"
   if ((${#selected[@]})) && [[ " ${selected[*]} " != *" $harness "* ]]; then
     continue
   fi
-  newest="$(npm view "$package" dist-tags.latest 2>/dev/null || true)"
+  newest="$(newest_version "$registry" "$package")"
   if [[ -z "$newest" ]]; then
     printf '%s\t%s\t%s\t%s\t%s\n' "$harness" "$package" "$pinned" "?" "registry lookup failed" >>"$versions"
     continue
   fi
-  echo "== $harness: pinned $pinned, newest $newest; installing into $scratch/npm" >&2
-  if npm install --global --prefix "$scratch/npm" --no-audit --no-fund --loglevel=error "$package@$newest" \
-    >"$scratch/install-$harness.log" 2>&1; then
+  echo "== $harness: pinned $pinned, newest $newest ($registry); installing into $scratch" >&2
+  if install_newest "$registry" "$harness" "$package" "$newest" >"$scratch/install-$harness.log" 2>&1; then
     installed="ok"
     harnesses+=("$harness")
   else
@@ -51,15 +68,17 @@ done
 [[ -s "$versions" ]] || { echo "no pinned harness among: $*" >&2; exit 2; }
 
 if ((${#harnesses[@]})); then
-  chmod -R a+rX "$scratch/npm"
+  mkdir -p "$scratch/npm" "$scratch/recipes"
+  chmod -R a+rX "$scratch/npm" "$scratch/recipes"
   # One pytest session for all harnesses (the gateway, the test database and the S3 server start once).
   tests=()
   for harness in "${harnesses[@]}"; do
     tests+=("tests/e2e/test_harness_cli_chain.py::test_real_cli_multi_turn_task_forms_one_exact_chain[$harness]")
   done
-  echo "== chain test against $scratch/npm: ${harnesses[*]}" >&2
+  echo "== chain test against $scratch/npm and $scratch/recipes: ${harnesses[*]}" >&2
   set +e
-  HARNESSRL_NPM_PREFIX="$scratch/npm" HARNESSRL_CHAIN_REPORT="$scratch/chain.jsonl" OMP_NUM_THREADS=1 \
+  HARNESSRL_NPM_PREFIX="$scratch/npm" HARNESSRL_RECIPES_DIR="$scratch/recipes" \
+    HARNESSRL_CHAIN_REPORT="$scratch/chain.jsonl" OMP_NUM_THREADS=1 \
     "$PYTHON" -m pytest "${tests[@]}" -p no:cacheprovider -q --junitxml="$scratch/junit.xml" \
     >"$scratch/pytest.log" 2>&1
   set -e

@@ -60,9 +60,7 @@ def chain_outcome(facts: dict[str, object] | None) -> str:
     exact = "prefix exact" if facts.get("exact") else "prefix NOT exact"
     stream = "streamed" if facts.get("streamed") else "not streamed"
     file_note = "file written" if facts.get("file_written") else "file missing"
-    return (
-        f"{chains}, {facts['calls']} calls / {facts['tool_calls']} tool calls, {exact}, {stream}, {file_note}"
-    )
+    return f"{chains}, {facts['calls']} calls / {facts['tool_calls']} actions, {exact}, {stream}, {file_note}"
 
 
 def main() -> int:
@@ -71,7 +69,7 @@ def main() -> int:
     lines = [
         f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {describe_machine()}.",
         "",
-        "| harness | npm package | pinned | newest | install | chain test (newest) | chain/fork outcome | first prompt (tiny-tokenizer tokens) |",
+        "| harness | package | pinned | newest | install | chain test (newest) | chain/fork outcome | first prompt (tiny-tokenizer tokens) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     failures: list[str] = []

@@ -208,6 +208,6 @@ def first_prompt_warning(
         f"harness {harness.name!r}{f' ({described})' if described else ''} sends a first prompt of {tokens} "
         "tokens (system prompt, tool schemas and the task) "
         f"but the model's context length is {context}: every rollout would end with reason 'context' before its "
-        "first answer. Use a model with a longer context, a smaller harness (pi, reference, claude-code with "
+        "first answer. Use a model with a longer context, a smaller harness (mini-swe-agent, pi, reference, claude-code with "
         "bare=true), or a shell agent."
     )
