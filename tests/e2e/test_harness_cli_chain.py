@@ -180,7 +180,7 @@ def installed_version(harness: str) -> str:
         check=True,
     ).stdout
     for line in pins.splitlines():
-        name, _bin, package, _pinned, registry = line.split()
+        name, _bin, package, _pinned, registry, runtime = line.split()
         if name != harness:
             continue
         if registry == "pypi":
@@ -189,7 +189,9 @@ def installed_version(harness: str) -> str:
             return subprocess.run(
                 [str(python), "-c", script], capture_output=True, text=True, check=True
             ).stdout.strip()
-        manifest = npm_prefix() / "lib" / "node_modules" / package / "package.json"
+        # A harness on a runtime of its own is installed in the prefix's folder of that name.
+        prefix = npm_prefix() if runtime == "node" else npm_prefix() / runtime
+        manifest = prefix / "lib" / "node_modules" / package / "package.json"
         return str(json.loads(manifest.read_text())["version"])
     return "built-in"
 

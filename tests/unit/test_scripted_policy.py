@@ -70,7 +70,8 @@ CWD_LINES = {
     "claude-code": "Primary working directory: /work/task",
     "claude-code-bare": "CWD: /work/task\nDate: 2026-12-02",
     "qwen-code": "I'm currently working in the directory: /work/task",
-    "pi": "Current working directory: /work/task",
+    # Pi 1.x's system prompt lists its tools in a <tools> block of its own, before the chat template's.
+    "pi": "<tools>\n- read: Read file contents\n- bash: Execute bash commands\n</tools>\n\n<cwd>\n/work/task\n</cwd>",
     "gemini": "<session_context>\n- **Workspace Directories:**\n  - /work/task\n- **Directory Structure:**",
 }
 EXPECTED = {

@@ -1,4 +1,7 @@
-"""Pi (``@mariozechner/pi-coding-agent`` 0.73.1): OpenAI Chat API through a custom provider in models.json.
+"""Pi (``@earendil-works/pi-coding-agent`` 1.6.0): OpenAI Chat API through a custom provider in models.json.
+
+It needs Node >= 22.19: ``scripts/install-harnesses.sh`` installs it with its own Node 22 and makes ``pi`` a
+wrapper that runs it so, which is all the adapter sees.
 
 Retries are off in ``~/.pi/agent/settings.json`` (default 3 with backoff, ~20 s against a dead gateway). ``--mode
 json`` gives an event stream whose final ``agent_end`` tells a clean finish from an API error that Pi reports
