@@ -2,12 +2,17 @@
 up and installed, the chain test's JUnit result and the facts the test recorded (``HARNESSRL_CHAIN_REPORT``).
 
 Usage: ``python scripts/harness_versions_report.py VERSIONS.tsv JUNIT.xml CHAIN.jsonl``; exits 1 when a checked
-harness did not pass on its newest version.
+harness did not pass on its newest version, or its package has a successor (``successor_note``).
+
+VERSIONS.tsv has one row per harness: harness, package, pinned, newest, install result, npm's ``deprecated``
+message of the newest version (empty when none), the successor ``scripts/install-harnesses.sh --successors``
+names for the package (empty when none).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
@@ -18,6 +23,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from shared.machine import describe_machine  # noqa: E402
 
 TEST_NAME = "test_real_cli_multi_turn_task_forms_one_exact_chain"
+VERSIONS_COLUMNS = ("harness", "package", "pinned", "newest", "install", "deprecated", "successor")
+SCOPED_PACKAGE = re.compile(r"@[a-z0-9][\w.-]*/[a-z0-9][\w.-]*", re.IGNORECASE)
+NAMED_PACKAGE = re.compile(
+    r"\b(moved to|renamed to|replaced by|superseded by|in favou?r of|use)\s+[`'\"]?([@a-z0-9][\w./-]*)(?![\w:])"
+    r"[`'\"]?(\s+instead)?",
+    re.IGNORECASE,
+)
+
+
+def successor_note(package: str, deprecated: str, declared_successor: str) -> str | None:
+    """What the report says of a package whose releases went elsewhere, or ``None``: ``moved to `X``` for a
+    successor declared in ``scripts/install-harnesses.sh`` or named in npm's deprecation message (a scoped package
+    name, or the name after "moved to", "renamed to", "replaced by", "superseded by", "in favor of", or in "use X
+    instead"), and ``deprecated: MESSAGE`` for a deprecation that names none. Either fails the check: the pin
+    should follow."""
+    if declared_successor:
+        return f"moved to `{declared_successor}`"
+    if not deprecated.strip():
+        return None
+    named = [name for name in SCOPED_PACKAGE.findall(deprecated) if name != package]
+    for phrase, name, instead in NAMED_PACKAGE.findall(deprecated):
+        name = name.rstrip("./-")
+        if name != package and (phrase.lower() != "use" or instead):
+            named.append(name)
+    if named:
+        return f"moved to `{named[0]}`"
+    return f"deprecated: {deprecated.strip()}"
 
 
 def test_results(junit: Path) -> dict[str, tuple[str, str]]:
@@ -75,13 +107,23 @@ def main() -> int:
     failures: list[str] = []
     all_passed = True
     for row in versions_tsv.read_text().splitlines():
-        harness, package, pinned, newest, installed = row.split("\t")
+        fields = row.split("\t")
+        if len(fields) != len(VERSIONS_COLUMNS):
+            raise SystemExit(
+                f"{versions_tsv}: a row needs {len(VERSIONS_COLUMNS)} tab-separated fields "
+                f"({', '.join(VERSIONS_COLUMNS)}), got {len(fields)}: {row!r}"
+            )
+        harness, package, pinned, newest, installed, deprecated, declared_successor = fields
         status, message = results.get(harness, ("not run", ""))
         if installed != "ok":
             status = "not run"
         passed = status == "pass"
-        all_passed &= passed
+        moved = successor_note(package, deprecated, declared_successor)
+        all_passed &= passed and moved is None
         same = " (= pinned)" if newest == pinned else ""
+        if moved:
+            same += f", **{moved}**"
+            failures.append(f"- **{harness}**: `{package}` {moved}; the pin should follow")
         tokens = (facts.get(harness) or {}).get("first_prompt_tokens")
         lines.append(
             f"| {harness} | `{package}` | {pinned} | {newest}{same} | {installed if installed != 'ok' else 'ok'} "
