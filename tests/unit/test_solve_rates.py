@@ -9,7 +9,8 @@ from pathlib import Path
 import click
 import pytest
 
-from benchmarks.recipe import RECIPE, curriculum_tasks
+from benchmarks.recipe import BASE_SOLVE_RATES, RECIPE, curriculum_tasks
+from shared.datasets import dataset_splits
 from shared.solve_rates import SolveRates, SolveRatesError
 
 SAMPLING = {"temperature": 0.7, "top_p": 1.0, "max_tokens": 200}
@@ -74,3 +75,15 @@ def test_curriculum_picks_the_band_and_refuses_too_few_tasks(tmp_path: Path) -> 
     rates({"a-1": (1, 8)}, harness="codex").write(path)
     with pytest.raises(click.ClickException, match="codex"):
         curriculum_tasks(recipe, ids)
+
+
+def test_the_bundled_base_rates_cover_both_splits_of_swe_micro() -> None:
+    bundled = SolveRates.read(BASE_SOLVE_RATES)
+    splits = dataset_splits("swe_micro")
+    assert set(bundled.tasks) == set(splits["train"]) | set(splits["eval"])
+    assert (bundled.policy, bundled.harness, bundled.samples_per_task) == ("base", "codeblock", 8)
+    assert bundled.sampling == {
+        "temperature": RECIPE.temperature,
+        "top_p": 1.0,
+        "max_tokens": RECIPE.max_tokens,
+    }
