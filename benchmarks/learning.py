@@ -300,8 +300,9 @@ def bench_learning(
     FILES: with --pool, the JSON outputs to pool."""
     from pydantic import ValidationError
 
-    from benchmarks.recipe import RECIPE, suite_settings
+    from benchmarks.recipe import DATASET, RECIPE, curriculum_tasks, suite_settings
     from services.cli.run import _key_values
+    from shared.datasets import load_dataset
     from shared.run_config import GRPOConfig
     from shared.settings import get_settings
 
@@ -325,6 +326,8 @@ def bench_learning(
     recipe = replace(
         RECIPE, grpo=grpo, **{k: v for k, v in overrides.items() if v is not None and k in known}
     )
+    # A curriculum that cannot fill a step fails here, before a suite starts or an eval runs.
+    curriculum_tasks(recipe, [t.instance_id for t in load_dataset(DATASET, recipe.splits[0])])
     settings = suite_settings(get_settings(), recipe)
     if seeds:
         records = []

@@ -107,7 +107,7 @@ class SolveRates:
         try:
             data = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as exc:
-            raise SolveRatesError(f"{path}: {exc}") from None
+            raise SolveRatesError(str(exc)) from None
         return cls.from_json(data)
 
 

@@ -179,3 +179,18 @@ def test_a_seed_trained_on_another_reward_also_reports_its_resolved_share_rise()
     assert by_seed[1]["resolved_rise_last3_vs_first3"] == by_seed[1]["reward_rise_last3_vs_first3"]
     table = report_table(figures)
     assert "(resolved_partial; resolved +0.200)" in table and table.count("resolved_partial") == 1
+
+
+def test_a_curriculum_that_cannot_fill_a_step_fails_before_anything_runs(tmp_path: Path) -> None:
+    from shared.datasets import dataset_splits
+    from shared.solve_rates import SolveRates
+
+    train = dataset_splits("swe_micro")["train"]
+    rates = tmp_path / "rates.json"
+    SolveRates("swe_micro", "codeblock", "base", 8, {}, {t: (0, 8) for t in train}).write(rates)
+    result = CliRunner().invoke(
+        bench_learning, ["--curriculum", "0.1,0.6", "--solve-rates", str(rates)],
+        env={"HARNESSRL_DATABASE_URL": "postgresql+psycopg://postgres@127.0.0.1:1/unreachable"},
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert "curriculum: 0 train tasks have a base solve rate in [0.1, 0.6]" in result.output
