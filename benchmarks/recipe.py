@@ -252,13 +252,7 @@ def evaluate(
 FINISHED = tuple(str(s) for s in RUN_FINISHED)
 
 REWARD_SQL = """
-SELECT g.step, avg(coalesce(rw.reward, 0)) AS reward
-FROM groups g JOIN rollouts r ON r.group_id = g.id LEFT JOIN rewards rw ON rw.rollout_id = r.id
-WHERE g.run_id = :run GROUP BY g.step ORDER BY g.step
-"""
-
-RESOLVED_SQL = """
-SELECT g.step, avg(CASE WHEN rw.resolved THEN 1.0 ELSE 0.0 END) AS resolved
+SELECT g.step, avg(coalesce(rw.reward, 0)) AS reward, avg(CASE WHEN rw.resolved THEN 1.0 ELSE 0.0 END) AS resolved
 FROM groups g JOIN rollouts r ON r.group_id = g.id LEFT JOIN rewards rw ON rw.rollout_id = r.id
 WHERE g.run_id = :run GROUP BY g.step ORDER BY g.step
 """
@@ -358,22 +352,19 @@ def train(suite: Any, settings: Settings, recipe: Recipe, progress: Progress) ->
 
 def collect(
     settings: Settings, train_run: str
-) -> tuple[list[float], list[float], list[dict[str, Any]], dict[str, float]]:
-    """The training run's reward and cut share per step, its steps rows and its time per stage."""
+) -> tuple[list[float], list[float], list[float], list[dict[str, Any]], dict[str, float]]:
+    """The training run's reward, resolved share and cut share per step, its steps rows and its time per stage."""
     with make_engine(settings.database_url).connect() as conn:
-        rewards = [float(r["reward"]) for r in conn.execute(text(REWARD_SQL), {"run": train_run}).mappings()]
+        per_step = conn.execute(text(REWARD_SQL), {"run": train_run}).mappings().all()
+        rewards = [float(r["reward"]) for r in per_step]
+        resolved = [float(r["resolved"]) for r in per_step]
         cut = [
             float(r["cut"])
             for r in conn.execute(text(CUT_SQL), {"run": train_run, "cut": CUT_BY_LENGTH}).mappings()
         ]
         stages = conn.execute(text(STAGES_SQL), {"run": train_run}).mappings().one()
-    return rewards, cut, step_rows(settings, train_run), {k: float(v or 0.0) for k, v in stages.items()}
-
-
-def resolved_per_step(settings: Settings, train_run: str) -> list[float]:
-    """The training run's share of resolved rollouts per sampling step."""
-    with make_engine(settings.database_url).connect() as conn:
-        return [float(r["resolved"]) for r in conn.execute(text(RESOLVED_SQL), {"run": train_run}).mappings()]
+    stage_s = {k: float(v or 0.0) for k, v in stages.items()}
+    return rewards, resolved, cut, step_rows(settings, train_run), stage_s
 
 
 def run_learning(
@@ -400,12 +391,12 @@ def run_learning(
         progress_for("eval last version", eval_total),
         train_run,
     )
-    rewards, cut, steps, stages = collect(settings, train_run)
+    rewards, resolved, cut, steps, stages = collect(settings, train_run)
     return LearningResult(
         recipe=asdict(recipe), train_run=train_run, eval_before=before, eval_after=after,
         reward_per_step=rewards, steps=steps, stages_s=stages, wall_s=time.monotonic() - started,
         stage_wall_s={"eval_before_s": before.wall_s, "train_s": train_s, "eval_after_s": after.wall_s},
-        cut_per_step=cut, resolved_per_step=resolved_per_step(settings, train_run),
+        cut_per_step=cut, resolved_per_step=resolved,
     )  # fmt: skip
 
 
