@@ -132,6 +132,36 @@ def test_dev_and_root_are_not_writable(box: Sandbox, sandbox_dir: Path) -> None:
     assert not Path(f"/dev/{marker}").exists() and not Path(f"/{marker}").exists()  # the host is untouched
 
 
+def test_harness_installs_bound_into_the_sandbox_cannot_be_changed_from_inside(
+    box: Sandbox, sandbox_dir: Path
+) -> None:
+    """The harness installs a rollout sees (the npm prefix with its Node 22, mini-swe-agent's venv) are shared by
+    every rollout: an agent that rewrote one would run its code in the next rollouts. Inside they are read-only."""
+    from services.runner.harnesses.base import npm_prefix
+    from services.runner.harnesses.mini_swe_agent import mini_swe_agent_venv
+
+    installs = [p for p in (npm_prefix(), mini_swe_agent_venv()) if p.is_dir()]
+    if not installs:
+        pytest.skip("no harness install on this machine (make install puts them in place)")
+    targets = [
+        next(p for p in (root / "node22" / "bin" / "node", root / "bin" / "mini", root / "bin") if p.exists())
+        for root in installs
+    ]
+    before = {t: (t.stat().st_mtime_ns, t.stat().st_size) for t in targets}
+    script = (
+        'for p in "$@"; do [ -e "$p" ] || { echo "$p missing"; continue; }; '
+        'if [ -d "$p" ]; then t="$p/planted"; else t="$p"; fi; '
+        'if (echo x >> "$t") 2>/dev/null || touch "$p.planted" 2>/dev/null; then echo "$p written"; '
+        'else echo "$p refused"; fi; done'
+    )
+    result = box.run(["sh", "-c", script, "sh", *map(str, targets)], sandbox_dir, limits=_limits(box),
+                     ro_binds=installs)  # fmt: skip
+    assert result.ok, result
+    assert result.stdout.split() == [w for t in targets for w in (str(t), "refused")], result
+    assert {t: (t.stat().st_mtime_ns, t.stat().st_size) for t in targets} == before  # the host is untouched
+    assert not any(Path(f"{t}.planted").exists() or (t / "planted").exists() for t in targets)
+
+
 @pytest.mark.parametrize(("path", "size_bytes"), [("/dev/shm/fill", 4 * MiB), ("/tmp/fill", 8 * MiB),
                                                   ("/home/sandbox/fill", 8 * MiB)])  # fmt: skip
 def test_every_tmpfs_stops_at_its_size(box: Sandbox, sandbox_dir: Path, path: str, size_bytes: int) -> None:
