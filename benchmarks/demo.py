@@ -232,6 +232,14 @@ SPLIT_LINES = {
 }
 
 
+def curriculum_phrase(recipe: Any) -> str:
+    """How the recipe picks its training tasks, as a phrase for the demo's first line."""
+    if recipe.curriculum is None:
+        return ""
+    low, high = recipe.curriculum
+    return f" (on train tasks the base model solves {low:.1%}-{high:.1%} of the time)"
+
+
 def split_line(holdout: str, eval_tasks: int) -> str:
     """One line: what the demo's eval split holds out."""
     return SPLIT_LINES[holdout].format(tasks=eval_tasks)
@@ -268,7 +276,7 @@ def learning_demo(quiet: bool) -> None:
         f"[bold]harnessrl demo[/]: SmolLM2-135M-Instruct learns to fix bugs on swe_micro — about {minutes} minutes "
         f"on 2 cores{f' (other work is slowing this machine about {busy:.1f}x)' if busy > 1.2 else ''}: eval "
         f"version 0 on the held-out split, {recipe.steps} GRPO steps of {recipe.groups_per_step} tasks x "
-        f"{recipe.group_size} rollouts, eval the last version."
+        f"{recipe.group_size} rollouts{curriculum_phrase(recipe)}, eval the last version."
     )
     console.print(f"eval split {DATASET}/{recipe.splits[1]} — {split_line(recipe.holdout, eval_tasks)}")
     settings = suite_settings(get_settings(), recipe)

@@ -188,9 +188,28 @@ def comparison_table(arms: dict[int, dict[str, Any]], verdict: dict[str, Any]) -
     return "\n".join(lines)
 
 
-def _band(param: click.Parameter, value: str | None) -> tuple[float, float] | None:
-    if value is None:
-        return None
+NO_CURRICULUM = "none"
+
+
+def recipe_from_options(overrides: dict[str, Any], grpo: dict[str, Any]) -> Any:
+    """The recipe that ``bench learning``'s options make of ``RECIPE``: an option left out keeps the recipe's value,
+    except the curriculum under ``--holdout bugs`` (the bundled base rates cover the families split only, so the
+    seen-functions diagnostic trains on every task); ``--curriculum none`` trains on every task."""
+    from benchmarks.recipe import RECIPE
+
+    every_task = overrides.get("curriculum") == NO_CURRICULUM or (
+        overrides.get("curriculum") is None and overrides.get("holdout") == "bugs"
+    )
+    known = {f.name for f in fields(RECIPE)}
+    recipe = replace(
+        RECIPE, grpo=grpo, **{k: v for k, v in overrides.items() if v is not None and k in known}
+    )
+    return replace(recipe, curriculum=None) if every_task else recipe
+
+
+def _band(param: click.Parameter, value: str | None) -> tuple[float, float] | str | None:
+    if value is None or value.strip().lower() == NO_CURRICULUM:
+        return value and NO_CURRICULUM
     try:
         low, high = (float(x) for x in value.split(","))
     except ValueError:
@@ -261,7 +280,8 @@ def _known_reward_fn(param: click.Parameter, value: str | None) -> str | None:
     "--curriculum",
     metavar="LOW,HIGH",
     callback=lambda _ctx, param, value: _band(param, value),
-    help="Train only on train tasks whose base solve rate (--solve-rates) lies in [LOW, HIGH], e.g. 0.1,0.6.",
+    help="Train only on train tasks whose base solve rate (--solve-rates) lies in [LOW, HIGH] (default: the "
+    "recipe's, 0.125,0.625; with --holdout bugs, none); none trains on every task of the split.",
 )
 @click.option(
     "--solve-rates",
@@ -300,7 +320,7 @@ def bench_learning(
     FILES: with --pool, the JSON outputs to pool."""
     from pydantic import ValidationError
 
-    from benchmarks.recipe import DATASET, RECIPE, curriculum_tasks, suite_settings
+    from benchmarks.recipe import DATASET, curriculum_tasks, suite_settings
     from services.cli.run import _key_values
     from shared.datasets import load_dataset
     from shared.run_config import GRPOConfig
@@ -322,10 +342,7 @@ def bench_learning(
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise click.BadParameter(f"{where}: {first['msg']}", param_hint="--grpo") from None
-    known = {f.name for f in fields(RECIPE)}
-    recipe = replace(
-        RECIPE, grpo=grpo, **{k: v for k, v in overrides.items() if v is not None and k in known}
-    )
+    recipe = recipe_from_options(overrides, grpo)
     # A curriculum that cannot fill a step fails here, before a suite starts or an eval runs.
     curriculum_tasks(recipe, [t.instance_id for t in load_dataset(DATASET, recipe.splits[0])])
     settings = suite_settings(get_settings(), recipe)

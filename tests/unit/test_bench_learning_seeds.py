@@ -194,3 +194,28 @@ def test_a_curriculum_that_cannot_fill_a_step_fails_before_anything_runs(tmp_pat
     )  # fmt: skip
     assert result.exit_code == 1
     assert "curriculum: 0 train tasks have a base solve rate in [0.1, 0.6]" in result.output
+
+
+def test_the_recipe_trains_on_its_curriculum_unless_told_otherwise() -> None:
+    from benchmarks.learning import recipe_from_options
+    from benchmarks.recipe import curriculum_tasks
+    from shared.datasets import dataset_splits
+
+    train = dataset_splits("swe_micro")["train"]
+    by_default = recipe_from_options({"curriculum": None, "holdout": None}, {})
+    assert by_default.curriculum == RECIPE.curriculum == (0.125, 0.625)
+    chosen = curriculum_tasks(by_default, list(train))
+    assert RECIPE.train_tasks <= len(chosen) < len(train)
+    assert recipe_from_options({"curriculum": (0.0, 0.5), "holdout": None}, {}).curriculum == (0.0, 0.5)
+    assert recipe_from_options({"curriculum": "none", "holdout": None}, {}).curriculum is None
+    # The bundled rates cover the families split only: the seen-functions diagnostic trains on every task,
+    # unless a band (and a rates file that covers it) is named.
+    assert recipe_from_options({"curriculum": None, "holdout": "bugs"}, {}).curriculum is None
+    assert recipe_from_options({"curriculum": (0.1, 0.6), "holdout": "bugs"}, {}).curriculum == (0.1, 0.6)
+
+
+def test_curriculum_none_is_an_accepted_band_and_a_bad_one_is_a_usage_error() -> None:
+    result = CliRunner().invoke(bench_learning, ["--curriculum", "0.7,0.2"])
+    assert result.exit_code == 2 and "need 0 <= LOW <= HIGH <= 1" in result.output
+    result = CliRunner().invoke(bench_learning, ["--curriculum", "some"])
+    assert result.exit_code == 2 and "two numbers LOW,HIGH" in result.output
