@@ -95,6 +95,9 @@ class Binding:
     """The run trains a LoRA adapter (its calls sample with the run's served adapter)."""
     seed: int | None = None
     """The rollout's sampling seed (``rollouts.sampling_seed``; ``shared/sampling_seed.py``), None = unseeded."""
+    teacher: dict[str, Any] | None = None
+    """The run config's ``teacher`` section (``shared/run_config.py: TeacherConfig``), None = the policy answers.
+    Redis is the gateway's own state store; nothing in the sandbox reads it."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -110,6 +113,7 @@ class Binding:
             float(data.get("checked_at", 0.0)),
             bool(data.get("lora", False)),
             data.get("seed"),
+            data.get("teacher"),
         )
 
 

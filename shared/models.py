@@ -38,6 +38,7 @@ from shared.statuses import (
     RUN_STATUSES,
     WEIGHT_STATUSES,
 )
+from shared.trajectory import CALL_SOURCES, POLICY
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -251,6 +252,9 @@ class Call(Base):
     tool_call_count: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
     parse_error: Mapped[str | None] = mapped_column(Text)
     policy_version: Mapped[int] = mapped_column(Integer, nullable=False)
+    source: Mapped[str] = mapped_column(Text, nullable=False, default=POLICY, server_default=POLICY)
+    """Who produced the sampled ids: ``policy``, or ``teacher`` (``shared/trajectory.py``: its segment has no
+    logprobs, and GRPO never trains it)."""
     retemplate_drift: Mapped[bool | None] = mapped_column(Boolean)
     queue_ms: Mapped[float] = mapped_column(Double, nullable=False, default=0.0)
     inference_ms: Mapped[float] = mapped_column(Double, nullable=False, default=0.0)
@@ -263,6 +267,7 @@ class Call(Base):
     __table_args__ = (
         CheckConstraint(_in("provider_api", PROVIDER_APIS), name="provider_api"),
         CheckConstraint(f"fork_reason IS NULL OR {_in('fork_reason', FORK_REASONS)}", name="fork_reason"),
+        CheckConstraint(_in("source", CALL_SOURCES), name="source"),
         CheckConstraint(
             "prompt_tokens >= 0 AND completion_tokens >= 0 AND suffix_tokens >= 0", name="lengths"
         ),

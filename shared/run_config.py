@@ -29,6 +29,7 @@ bounds and their documentation exist once, here.
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Protocol
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -37,6 +38,7 @@ from pydantic import (
     ValidationError,
     ValidatorFunctionWrapHandler,
     WrapValidator,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -247,6 +249,75 @@ class EvalTarget(_Section):
     """Set when a training run scheduled the eval (``EvalConfig``): the step before which it ran."""
 
 
+TEACHER_REFERENCE = "reference"
+"""``--teacher reference``: the built-in demonstrator (``TeacherConfig.kind = "reference"``)."""
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class TeacherConfig(_Section):
+    """Who answers the run's model calls instead of its policy (``RunSpec.teacher``; null = the policy).
+
+    ``url``: any OpenAI-compatible chat endpoint (a bigger model server, a vendor API): the gateway forwards the
+    harness's messages and tools to ``<base_url>/chat/completions`` and records the reply. ``reference``: the
+    built-in demonstrator (``services/gateway/teacher.py``) acts out the task's reference fix through the
+    harness's own protocol; the api refuses it on an eval split and on a task without a reference fix. Either way
+    the gateway records the reply as the student would have produced it: ids in the student's chat format,
+    ``source = teacher``, no logprobs (``shared/trajectory.py``), and the grader rewards it like any rollout.
+
+    The API key is never stored: ``api_key_env`` names an environment variable of the gateway's process that holds
+    it. Nothing of this section reaches the sandbox: only the gateway reads it."""
+
+    kind: Literal["url", "reference"]
+    base_url: str | None = Field(None, min_length=1, max_length=2048)
+    """``url``: the endpoint's base URL, what an OpenAI client takes (``https://host/v1``); ``/chat/completions``
+    is appended. http or https, no user name or password in it (``api_key_env`` says where the key is)."""
+    model: str | None = Field(None, min_length=1, max_length=500)
+    """``url``: the model the endpoint is asked for; null = the model the harness asks for."""
+    api_key_env: str | None = Field(None, pattern=ENV_NAME_PATTERN, max_length=200)
+    """``url``: the name of the gateway's environment variable holding the endpoint's API key (sent as
+    ``Authorization: Bearer``); null = no key."""
+    timeout_s: float = Field(600.0, gt=0, le=3600)
+    """``url``: how long one teacher reply may take."""
+
+    @model_validator(mode="after")
+    def _fits_kind(self) -> TeacherConfig:
+        if self.kind == TEACHER_REFERENCE:
+            given = [name for name in ("base_url", "model", "api_key_env") if getattr(self, name) is not None]
+            if given:
+                raise ValueError(f"the reference teacher takes no {', '.join(given)}")
+            return self
+        if self.base_url is None:
+            raise ValueError(
+                "a url teacher needs base_url (an OpenAI-compatible endpoint, e.g. https://host/v1)"
+            )
+        if why := teacher_url_refusal(self.base_url):
+            raise ValueError(why)
+        return self
+
+    @classmethod
+    def parse(cls, value: str) -> TeacherConfig:
+        """What ``--teacher VALUE`` means: ``reference``, or the base URL of a chat endpoint."""
+        if value == TEACHER_REFERENCE:
+            return cls(kind="reference")
+        return cls(kind="url", base_url=value)
+
+
+def teacher_url_refusal(url: str) -> str | None:
+    """Why ``url`` cannot be a teacher's base URL, or None."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a port that is not a number
+    except ValueError as exc:
+        return f"teacher URL {url!r} is not a URL: {exc}"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"teacher URL {url!r} must be an http(s) URL with a host, e.g. https://api.example.com/v1"
+    if parts.username is not None or parts.password is not None:
+        return "the teacher URL must not hold credentials; name the variable that holds the key (api_key_env)"
+    if parts.query or parts.fragment:
+        return f"teacher URL {url!r} must be a base URL, without a query or fragment"
+    return None
+
+
 WITHHELD_ISSUE = "Fix the bug in this repository so that its tests pass."
 """What the agent is told instead of the task's problem statement when a run's ``issue`` is ``withheld``."""
 
@@ -274,6 +345,9 @@ class RunSpec(_Section):
     """Train a LoRA adapter with these settings; null = full weights."""
     eval: EvalConfig = EvalConfig()
     """Evaluations of the run's own policy while it trains (none by default)."""
+    teacher: TeacherConfig | None = None
+    """Who answers the model calls instead of the policy (``TeacherConfig``); null = the policy. A teacher's calls
+    are recorded with ``source = teacher`` and are never trained on by GRPO (they carry no logprobs)."""
     issue: IssueShown = "shown"
     """What the agent is told: ``shown`` = each task's problem statement; ``withheld`` = one fixed line for every
     task (``WITHHELD_ISSUE``), a control: the pass@1 a policy keeps without the issue text is what it solves from

@@ -10,6 +10,16 @@ Segment (one per call): ``tokens/<run>/<rollout>/<chain>/<position>.npz`` holds
   mask 0. The ``calls`` row counts them in ``suffix_tokens``; a chain row sums them in ``chains.suffix_tokens``.
 - ``sampled_ids`` (int32) and ``sampled_logprobs`` (float32, <= 0): what the policy sampled. Loss mask 1.
 - ``policy_version`` (int64 scalar): the version of the weights that sampled ``sampled_ids``.
+- ``source`` (a string scalar, written only when not ``policy``): who produced ``sampled_ids`` — ``policy`` (the run's
+  policy sampled them) or ``teacher`` (a teacher upstream answered the call: ``shared/run_config.py:
+  TeacherConfig``). A teacher's reply is recorded as the student would have produced it: the ids of its text in the
+  student's chat format, in the same layout (suffix ids with loss mask 0, sampled ids with loss mask 1), so
+  supervised fine-tuning reads teacher and policy segments alike. A teacher's ``sampled_logprobs`` are NaN, one
+  per sampled id: no behaviour policy sampled them, so there is no logprob to record, and NaN makes any use of one
+  visible. ``policy_version`` of a teacher segment is the version the run's policy was at (what the student would
+  have been), never a version that sampled it. The ``calls`` row carries the same ``source`` (SQL selects teacher
+  data by it), and GRPO refuses teacher segments (``services/learner/loader.py``): an importance ratio needs the
+  behaviour logprob.
 Segments are written and read through one ``SegmentCodec`` (``FAST_NPZ``, the hand-built zip of ``npz_bytes``; the
 plain ``np.savez`` path, ``PLAIN_NPZ``, beside it writes the same format and reads the same way).
 A chain's token sequence is the concatenation of ``suffix_ids + sampled_ids`` over its calls in position order
@@ -24,9 +34,9 @@ Raw request and response bodies: ``raw/<run>/<rollout>/<call>.json.zst``. The ro
 key functions here too: its patch (``patches/<run>/<rollout>.diff``) and its logs (``logs/<run>/<rollout>/...``).
 
 Reading is checked: ``Chain.from_rows`` refuses (``InconsistentTrajectory``, naming the call) a missing or
-unreadable segment, arrays that disagree with their ``calls`` row (lengths, version), positions that are not
-0..n-1, a prompt length that does not add up, logprobs that are not finite and <= 0, or a version newer than the
-reader allows.
+unreadable segment, arrays that disagree with their ``calls`` row (lengths, version, source), positions that are
+not 0..n-1, a prompt length that does not add up, a policy segment's logprobs that are not finite and <= 0, a
+teacher segment's that are not all NaN, or a version newer than the reader allows.
 """
 
 from __future__ import annotations
@@ -59,6 +69,12 @@ FinishReason = Literal["stop", "length", "tool_calls"]
 """Why a recorded call's sampling ended (``calls.finish_reason``): ``stop`` (an end-of-turn or stop token),
 ``length`` (cut by the request's token limit, no tool call parsed), ``tool_calls`` (it called tools)."""
 CUT_BY_LENGTH: FinishReason = "length"
+
+CallSource = Literal["policy", "teacher"]
+"""Who produced a recorded call's sampled ids (``calls.source``, a segment's ``source``; the module docstring)."""
+CALL_SOURCES: tuple[CallSource, ...] = ("policy", "teacher")
+POLICY: CallSource = "policy"
+TEACHER: CallSource = "teacher"
 
 
 # --- object keys -------------------------------------------------------------------------------------------------
@@ -201,16 +217,31 @@ class Segment:
     sampled_ids: IntArray
     sampled_logprobs: FloatArray
     policy_version: int
+    source: CallSource = POLICY
 
     @classmethod
-    def of(cls, suffix_ids: Any, sampled_ids: Any, sampled_logprobs: Any, policy_version: int) -> Segment:
+    def of(
+        cls,
+        suffix_ids: Any,
+        sampled_ids: Any,
+        sampled_logprobs: Any,
+        policy_version: int,
+        source: CallSource = POLICY,
+    ) -> Segment:
         """A segment from any sequences (lists, arrays), in the canonical dtypes."""
         return cls(
             np.asarray(suffix_ids, np.int64),
             np.asarray(sampled_ids, np.int64),
             np.asarray(sampled_logprobs, np.float32),
             int(policy_version),
+            source,
         )
+
+    @classmethod
+    def of_teacher(cls, suffix_ids: Any, sampled_ids: Any, policy_version: int) -> Segment:
+        """A teacher's segment: its reply's ids, a NaN logprob for each (the module docstring)."""
+        sampled = np.asarray(sampled_ids, np.int64)
+        return cls.of(suffix_ids, sampled, np.full(len(sampled), np.nan, np.float32), policy_version, TEACHER)
 
     def check(self) -> None:
         if self.suffix_ids.ndim != 1 or self.sampled_ids.ndim != 1 or self.sampled_logprobs.ndim != 1:
@@ -219,20 +250,30 @@ class Segment:
             raise InconsistentTrajectory(
                 f"{len(self.sampled_ids)} sampled ids but {len(self.sampled_logprobs)} sampled logprobs"
             )
-        if not np.all(np.isfinite(self.sampled_logprobs)) or np.any(self.sampled_logprobs > 1e-4):
+        if self.source == TEACHER:
+            if not np.all(np.isnan(self.sampled_logprobs)):
+                raise InconsistentTrajectory(
+                    "a teacher's sampled ids carry no logprobs (NaN), but some are numbers"
+                )
+        elif self.source != POLICY:
+            raise InconsistentTrajectory(
+                f"unknown segment source {self.source!r}; known: {', '.join(CALL_SOURCES)}"
+            )
+        elif not np.all(np.isfinite(self.sampled_logprobs)) or np.any(self.sampled_logprobs > 1e-4):
             raise InconsistentTrajectory("sampled logprobs must be finite and <= 0")
         if self.policy_version < 0:
             raise InconsistentTrajectory(f"negative policy version {self.policy_version}")
 
     def to_bytes(self, codec: SegmentCodec = FAST_NPZ) -> bytes:
-        return codec.encode(
-            {
-                "suffix_ids": self.suffix_ids.astype(np.int32),
-                "sampled_ids": self.sampled_ids.astype(np.int32),
-                "sampled_logprobs": self.sampled_logprobs.astype(np.float32),
-                "policy_version": np.asarray(self.policy_version, np.int64),
-            }
-        )
+        arrays: dict[str, np.ndarray] = {
+            "suffix_ids": self.suffix_ids.astype(np.int32),
+            "sampled_ids": self.sampled_ids.astype(np.int32),
+            "sampled_logprobs": self.sampled_logprobs.astype(np.float32),
+            "policy_version": np.asarray(self.policy_version, np.int64),
+        }
+        if self.source != POLICY:  # absent = policy: a policy segment's bytes are what they always were
+            arrays["source"] = np.asarray(self.source)
+        return codec.encode(arrays)
 
     @classmethod
     def from_bytes(cls, data: bytes, codec: SegmentCodec = FAST_NPZ) -> Segment:
@@ -245,11 +286,17 @@ class Segment:
         missing = [name for name in SEGMENT_FIELDS if name not in arrays]
         if missing:
             raise InconsistentTrajectory(f"the segment lacks {', '.join(missing)}")
+        source = str(arrays["source"]) if "source" in arrays else POLICY  # segments written before sources
+        if source not in CALL_SOURCES:
+            raise InconsistentTrajectory(
+                f"unknown segment source {source!r}; known: {', '.join(CALL_SOURCES)}"
+            )
         return cls.of(
             arrays["suffix_ids"],
             arrays["sampled_ids"],
             arrays["sampled_logprobs"],
             int(arrays["policy_version"]),
+            source,  # type: ignore[arg-type]  # checked against CALL_SOURCES above
         )
 
 
@@ -301,6 +348,8 @@ class CallRow(Protocol):
     def completion_tokens(self) -> int: ...
     @property
     def policy_version(self) -> int: ...
+    @property
+    def source(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -316,6 +365,7 @@ class CallFacts:
     suffix_tokens: int
     completion_tokens: int
     policy_version: int
+    source: CallSource = POLICY
 
 
 def _segment_of_row(
@@ -340,6 +390,10 @@ def _segment_of_row(
         raise InconsistentTrajectory(
             f"call {call.id}: arrays say policy version {segment.policy_version}, the row says "
             f"{call.policy_version}"
+        )
+    if segment.source != call.source:
+        raise InconsistentTrajectory(
+            f"call {call.id}: arrays say source {segment.source}, the row says {call.source}"
         )
     if newest_version is not None and segment.policy_version > newest_version:
         raise InconsistentTrajectory(
@@ -410,7 +464,7 @@ class Chain:
 
     @cached_property
     def behavior_logprobs(self) -> FloatArray:
-        """Per token; 0.0 where the loss mask is 0 (never read there)."""
+        """Per token; 0.0 where the loss mask is 0 (never read there), NaN on a teacher's ids (``teacher_mask``)."""
         return self._per_token(
             lambda c: np.zeros(len(c.suffix_ids)), lambda c: c.sampled_logprobs, np.float32
         )
@@ -423,6 +477,20 @@ class Chain:
             lambda c: np.full(len(c.sampled_ids), c.policy_version),
             np.int64,
         )
+
+    @cached_property
+    def teacher_mask(self) -> npt.NDArray[np.bool_]:
+        """Per token: True on ids a teacher produced (``source = teacher``; their behaviour logprobs are NaN)."""
+        return self._per_token(
+            lambda c: np.zeros(len(c.suffix_ids)),
+            lambda c: np.full(len(c.sampled_ids), c.source == TEACHER),
+            np.bool_,
+        )
+
+    @property
+    def teacher_calls(self) -> int:
+        """Calls of the chain a teacher answered."""
+        return sum(c.source == TEACHER for c in self.calls)
 
     @property
     def n_sampled(self) -> int:
@@ -449,6 +517,7 @@ class Chain:
                     suffix_tokens=len(call.suffix_ids),
                     completion_tokens=len(call.sampled_ids),
                     policy_version=call.policy_version,
+                    source=call.source,
                 )
             )
         return facts

@@ -7,7 +7,9 @@ them to an agent. ``tasks.jsonl`` and ``solutions/`` are generated from ``cases/
 (``swe_mini``) or from function families by ``shared.datasets.micro`` (``swe_micro``).
 
 A dataset may name splits in ``splits.json`` (``{"train": [instance ids], "eval": [...]}``); ``load_dataset(name,
-split)`` returns one split's tasks in that order. Without the file a dataset has no splits.
+split)`` returns one split's tasks in that order. Without the file a dataset has no splits. A split named ``eval`` or
+ending in ``_eval`` (``seen_eval``) is an **eval split** (``is_eval_split``): held out from training, so nothing may
+show a policy its reference fixes (``--teacher reference`` is refused there).
 """
 
 from __future__ import annotations
@@ -26,6 +28,15 @@ class UnknownDataset(TaskError):
 
 class UnknownSplit(TaskError):
     """The dataset has no split of that name."""
+
+
+EVAL_SPLIT = "eval"
+EVAL_SPLIT_SUFFIX = "_eval"
+
+
+def is_eval_split(split: str | None) -> bool:
+    """Whether a split is held out for evaluation (the module docstring); None, the whole dataset, is not one."""
+    return split is not None and (split == EVAL_SPLIT or split.endswith(EVAL_SPLIT_SUFFIX))
 
 
 def available_datasets() -> list[str]:
@@ -66,3 +77,16 @@ def reference_patch(name: str, instance_id: str) -> str:
     if not path.is_file():
         raise UnknownDataset(f"dataset {name!r} has no reference solution for {instance_id!r}")
     return path.read_text()
+
+
+def reference_fix(dataset: str, task: Task) -> str | None:
+    """A task's reference fix: its own ``patch`` (SWE-bench's gold patch) or, for a bundled dataset, the
+    solution shipped beside it; None when it has neither."""
+    if task.patch.strip():
+        return task.patch
+    if dataset not in available_datasets():
+        return None
+    try:
+        return reference_patch(dataset, task.instance_id) or None
+    except UnknownDataset:
+        return None

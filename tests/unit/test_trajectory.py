@@ -163,3 +163,40 @@ def test_a_segment_is_an_npz_whose_members_are_what_np_savez_writes() -> None:
     back = Segment.from_bytes(segment.to_bytes())
     assert back.suffix_ids.tolist() == [1, 2, 3] and back.sampled_ids.tolist() == [4]
     assert back.sampled_logprobs.tolist() == pytest.approx([-0.1]) and back.policy_version == 2
+
+
+def test_a_teacher_segment_keeps_the_policy_layout_and_says_it_has_no_logprobs() -> None:
+    """A teacher's segment (``source = teacher``): the same suffix/sampled layout and loss mask as a policy's, a
+    NaN logprob per sampled id, its source stored (and absent from a policy segment's bytes), checked both ways."""
+    teacher = Segment.of_teacher([1, 2, 3], [4, 5], 2)
+    assert teacher.source == "teacher" and np.isnan(teacher.sampled_logprobs).all()
+    for codec in (FAST_NPZ, PLAIN_NPZ):
+        back = Segment.from_bytes(teacher.to_bytes(codec), codec)
+        assert back.source == "teacher" and back.sampled_ids.tolist() == [4, 5]
+        assert np.isnan(back.sampled_logprobs).all() and len(back.sampled_logprobs) == 2
+    policy = Segment.of([1, 2], [3], [-0.5], 4)
+    assert (
+        "source" not in PLAIN_NPZ.decode(policy.to_bytes())
+        and Segment.from_bytes(policy.to_bytes()).source == "policy"
+    )
+    chain = Chain("9", "ro_1", "grp_1", (policy, Segment.of_teacher([6], [7, 8], 4)))
+    chain.check()
+    assert chain.loss_mask.tolist() == [False, False, True, False, True, True]
+    assert chain.teacher_mask.tolist() == [False, False, False, False, True, True]
+    assert chain.teacher_calls == 1 and np.isnan(chain.behavior_logprobs[-2:]).all()
+    with pytest.raises(InconsistentTrajectory, match="teacher's sampled ids carry no logprobs"):
+        replace(teacher, sampled_logprobs=np.asarray([-0.1, -0.2], np.float32)).check()
+    with pytest.raises(InconsistentTrajectory, match="finite"):
+        replace(teacher, source="policy").check()  # a policy segment with NaN logprobs is still refused
+    with pytest.raises(InconsistentTrajectory, match="unknown segment source"):
+        Segment.from_bytes(
+            FAST_NPZ.encode({**PLAIN_NPZ.decode(teacher.to_bytes()), "source": np.asarray("oracle")})
+        )
+
+
+def test_a_row_and_its_segment_must_agree_on_the_source() -> None:
+    store_rows = _chain().call_facts("run_1")
+    segments = {row.tokens_key: segment for row, segment in zip(store_rows, _chain().calls, strict=True)}
+    teacher_row = replace(store_rows[1], source="teacher")
+    with pytest.raises(InconsistentTrajectory, match="arrays say source policy, the row says teacher"):
+        Chain.from_rows([store_rows[0], teacher_row], segments, rollout_id="ro_1")
