@@ -45,6 +45,7 @@ from services.gateway.model_call import ModelCall, context_length_error
 from services.gateway.request_checks import RAW_BODY, check_conversation, prompt_token_floor, read_json
 from services.gateway.splice import SpliceMode
 from services.gateway.state import GatewayState, open_state
+from services.gateway.teacher import TEACHER_ERROR
 from services.gateway.tips import RolloutState
 from shared import capture_state, metrics
 from shared.context_fit import ContextOverflow, record_overflow_async
@@ -135,7 +136,9 @@ async def note_incident(state: GatewayState, rollout: BoundRollout, error: Provi
     """Tell the runner that this rollout was refused a model answer for an infrastructure reason."""
     if not is_infrastructure_error(error):
         return
-    cause = "inference_pool_not_ready" if error.code == POOL_NOT_READY else "inference_unavailable"
+    cause = {POOL_NOT_READY: "inference_pool_not_ready", TEACHER_ERROR: "teacher_unavailable"}.get(
+        error.code or "", "inference_unavailable"
+    )
     try:
         await record_incident_async(state.redis, rollout.rollout_id, new_incident(cause, error.message))
     except Exception as exc:  # Redis down: the reply still goes out; the runner just sees less
@@ -216,7 +219,8 @@ async def model_call(
     if api == "gemini":
         conversation.sse = request.query.get("alt") == "sse"
     with bind(run_id=rollout.run_id, rollout_id=rollout.rollout_id):
-        if refusal := pool_refusal(rollout_state.served):
+        # A teacher's run does not sample from the pool, so whatever the pool serves does not hold it up.
+        if rollout.teacher is None and (refusal := pool_refusal(rollout_state.served)):
             state.track(_served(state, rollout.rollout_key, serving))
             await note_incident(state, rollout, refusal)
             return error_response(adapter, refusal)

@@ -34,7 +34,7 @@ from services.gateway.conversation import ProviderError
 from services.gateway.tips import RolloutState, TipStore
 from shared.capture_state import BINDING_FRESH_S, Binding
 from shared.models import Rollout, Run
-from shared.run_config import SamplingConfig
+from shared.run_config import SamplingConfig, TeacherConfig
 from shared.statuses import ROLLOUT_CLOSED
 
 PATH_KEY = "rollout_key"
@@ -74,6 +74,8 @@ class BoundRollout:
     """The run trains a LoRA adapter: its calls sample with the run's newest served adapter (``shared.adapters``)."""
     seed: int | None = None
     """The rollout's sampling seed; its n-th call samples with ``shared.sampling_seed.call_seed(seed, n)``."""
+    teacher: TeacherConfig | None = None
+    """The run's teacher: it answers the calls instead of the policy (``services/gateway/teacher.py``)."""
 
 
 def rollout_key_of(request: web.Request) -> str | None:
@@ -130,6 +132,7 @@ class RolloutDirectory:
             recheck = partial(self._refresh, key)
         # Only the run config's sampling section is kept (validated by its own model), not the whole RunConfig.
         sampling = SamplingConfig.model_validate(binding.sampling)
+        teacher = TeacherConfig.model_validate(binding.teacher) if binding.teacher is not None else None
         bound = BoundRollout(
             rollout_id=binding.rollout_id,
             run_id=binding.run_id,
@@ -138,6 +141,7 @@ class RolloutDirectory:
             sampling=sampling,
             lora=binding.lora,
             seed=binding.seed,
+            teacher=teacher,
         )
         return bound, state, recheck
 
@@ -162,6 +166,7 @@ class RolloutDirectory:
                         Run.config["sampling"],
                         Run.config["lora"],
                         Rollout.sampling_seed,
+                        Run.config["teacher"],
                     )
                     .join(Run, Run.id == Rollout.run_id)
                     .where(Rollout.rollout_key == key)
@@ -172,5 +177,12 @@ class RolloutDirectory:
         if row.status in ROLLOUT_CLOSED:
             raise BindingError(f"rollout {row.id} is {row.status}; it takes no more model calls")
         return Binding(
-            row.id, row.run_id, row.harness, row[4] or {}, checked_at, row[5] is not None, row.sampling_seed
+            row.id,
+            row.run_id,
+            row.harness,
+            row[4] or {},
+            checked_at,
+            row[5] is not None,
+            row.sampling_seed,
+            row[7],
         )

@@ -45,7 +45,15 @@ from psycopg.types.json import Jsonb
 from shared.db import libpq_url
 from shared.objectstore import ObjectNotFound, ObjectStore
 from shared.statuses import RolloutStatus
-from shared.trajectory import Segment, chain_tokens_prefix, raw_key, tokens_key
+from shared.trajectory import (
+    POLICY,
+    TEACHER,
+    CallSource,
+    Segment,
+    chain_tokens_prefix,
+    raw_key,
+    tokens_key,
+)
 
 
 @dataclass(kw_only=True)
@@ -73,6 +81,8 @@ class CallRecord:
     tool_call_count: int
     parse_error: str | None
     policy_version: int
+    source: CallSource = POLICY
+    """``teacher`` when a teacher answered the call (``sampled_logprobs`` then empty: the segment stores NaN)."""
     queue_ms: float
     inference_ms: float
     total_ms: float
@@ -125,10 +135,14 @@ def response_json(record: CallRecord) -> bytes:
     return json.dumps(record.response(), ensure_ascii=False, default=str).encode()
 
 
+def _segment(record: CallRecord) -> Segment:
+    if record.source == TEACHER:
+        return Segment.of_teacher(record.suffix_ids, record.sampled_ids, record.policy_version)
+    return Segment.of(record.suffix_ids, record.sampled_ids, record.sampled_logprobs, record.policy_version)
+
+
 def _objects(record: CallRecord) -> dict[str, bytes]:
-    segment = Segment.of(
-        record.suffix_ids, record.sampled_ids, record.sampled_logprobs, record.policy_version
-    ).to_bytes()
+    segment = _segment(record).to_bytes()
     return {
         record.tokens_key: segment,
         record.raw_key: raw_bytes(record.raw_request, response_json(record)),
@@ -227,6 +241,7 @@ def _call_row(record: CallRecord) -> dict[str, Any]:
         "tool_call_count": record.tool_call_count,
         "parse_error": record.parse_error,
         "policy_version": record.policy_version,
+        "source": record.source,
         "retemplate_drift": record.retemplate_drift,
         "queue_ms": record.queue_ms,
         "inference_ms": record.inference_ms,

@@ -508,6 +508,24 @@ class ChatFormat:
             )
         return self.encode(text[cut:])
 
+    def reply_text(self, messages: list[Message], tools: list[ToolSpec], reply: Message) -> str:
+        """The text a model would sample after ``messages``' generation prompt to give ``reply`` (its content,
+        reasoning and tool calls in the template's own format), up to the end-of-turn token that closes it: the
+        template's rendering with ``reply`` appended, after the rendering with the generation prompt. A teacher's
+        reply is recorded as these ids (``teacher.py``). ``ChatFormatError`` when the template does not render the
+        conversation with the reply as the prompt followed by the reply's turn."""
+        prompt = self.render_text(messages, tools, add_generation_prompt=True)
+        whole = self.render_text([*messages, reply], tools, add_generation_prompt=False)
+        if not whole.startswith(prompt):
+            raise ChatFormatError(
+                "the template renders the earlier turns differently once the reply follows them"
+            )
+        after = whole[len(prompt) :]
+        end = after.find(self.end_of_turn)
+        if end < 0:
+            raise ChatFormatError(f"the template does not close the reply with {self.end_of_turn!r}")
+        return after[:end]
+
     def count_end_of_turn(self, ids: Sequence[int]) -> int:
         return sum(1 for i in ids if i == self.end_of_turn_id)
 

@@ -56,7 +56,9 @@ from shared.inference_client import (
     Sampled,
     SampledChunk,
 )
+from shared.run_config import TeacherConfig
 from shared.sampling_seed import call_seed
+from shared.trajectory import POLICY, TEACHER
 
 log = logging.getLogger("harnessrl.gateway")
 T = TypeVar("T")
@@ -211,29 +213,13 @@ class ModelCall:
         budget = conversation.max_tokens or state.settings.default_max_tokens
         if run_sampling.max_tokens is not None:
             budget = min(budget, run_sampling.max_tokens)
+        max_tokens = max(1, min(budget, limit - requested))
         self.timings.upstream_sent = time.monotonic()
-        client = state.upstream.client_for(self.rollout.rollout_id)
-        if self.rollout.lora:
-            # A LoRA run samples with its newest served adapter; the name carries the version, and a name is never
-            # reloaded with other weights, so the call's version is exact. None yet: the base model, version 0.
-            self._lora_adapter = await state.served_adapter(self.rollout.run_id)
-        sampling: dict[str, Any] = {
-            "max_tokens": max(1, min(budget, limit - requested)),
-            "temperature": run_sampling.temperature,
-            "top_p": run_sampling.top_p,
-            "extra_sampling": {"stop": conversation.stop} if conversation.stop else None,
-            "model": self._lora_adapter,
-            # A seeded run: the rollout's n-th call samples with a seed of its own (calls made in parallel share n).
-            "seed": None
-            if self.rollout.seed is None
-            else call_seed(self.rollout.seed, self.rollout_state.calls),
-        }
-        # A streaming caller gets text as it is sampled; a plain one waits for the whole reply anyway, and one
-        # upstream response instead of a chunk per token saves a process wake-up per token.
-        if conversation.stream:
-            self._upstream = client.stream(plan.prompt, **sampling)
+        if self.rollout.teacher is not None:
+            # A teacher answers instead of the policy (``teacher.py``); the rest of the call is a policy call's.
+            self._upstream = self._from_teacher(self.rollout.teacher, max_tokens)
         else:
-            self._upstream = _whole(client.complete(plan.prompt, **sampling))
+            self._upstream = await self._from_policy(plan.prompt, max_tokens)
         # Made before the first ``anext`` sends the request, the re-read's task starts once the request is out.
         checking = asyncio.create_task(self.recheck()) if self.recheck is not None else None
         self._drift = self._while_the_model_reads(plan)
@@ -252,6 +238,43 @@ class ModelCall:
             self._cancel_drift()
             with binding_errors():
                 raise refused
+
+    async def _from_policy(self, prompt: PromptIds, max_tokens: int) -> AsyncIterator[SampledChunk]:
+        """The policy's sample of ``prompt`` from the rollout's inference replica, as it streams."""
+        state, conversation, run_sampling = self.state, self.conversation, self.rollout.sampling
+        client = state.upstream.client_for(self.rollout.rollout_id)
+        if self.rollout.lora:
+            # A LoRA run samples with its newest served adapter; the name carries the version, and a name is never
+            # reloaded with other weights, so the call's version is exact. None yet: the base model, version 0.
+            self._lora_adapter = await state.served_adapter(self.rollout.run_id)
+        sampling: dict[str, Any] = {
+            "max_tokens": max_tokens,
+            "temperature": run_sampling.temperature,
+            "top_p": run_sampling.top_p,
+            "extra_sampling": {"stop": conversation.stop} if conversation.stop else None,
+            "model": self._lora_adapter,
+            # A seeded run: the rollout's n-th call samples with a seed of its own (calls made in parallel share n).
+            "seed": None
+            if self.rollout.seed is None
+            else call_seed(self.rollout.seed, self.rollout_state.calls),
+        }
+        # A streaming caller gets text as it is sampled; a plain one waits for the whole reply anyway, and one
+        # upstream response instead of a chunk per token saves a process wake-up per token.
+        if conversation.stream:
+            return client.stream(prompt, **sampling)
+        return _whole(client.complete(prompt, **sampling))
+
+    async def _from_teacher(self, teacher: TeacherConfig, max_tokens: int) -> AsyncIterator[SampledChunk]:
+        """The teacher's reply as one chunk of student ids (no logprobs: ``shared/trajectory.py``); a teacher that
+        cannot answer raises ``ProviderError`` here, before anything is committed."""
+        sample = await self.state.teachers.sample(
+            teacher,
+            rollout_id=self.rollout.rollout_id,
+            harness=self.rollout.harness,
+            conversation=self.conversation,
+            max_tokens=max_tokens,
+        )
+        yield SampledChunk(sample.ids, [], sample.text, "stop")
 
     def _while_the_model_reads(self, plan: SplicePlan) -> asyncio.Future[Drift | None]:
         """Work the request does not wait for, run while the model works on the prompt: the new tip's message
@@ -381,6 +404,7 @@ class ModelCall:
             tool_call_count=len(completion.tool_calls),
             parse_error=completion.parse_error,
             policy_version=policy_version,
+            source=POLICY if self.rollout.teacher is None else TEACHER,
             queue_ms=timings.ms(timings.arrived, timings.upstream_sent),
             inference_ms=timings.ms(timings.upstream_sent, timings.last_token),
             total_ms=timings.ms(timings.arrived, timings.committed),
@@ -428,7 +452,10 @@ class ModelCall:
     def _policy_version(self) -> tuple[int, str]:
         """The version that sampled this call: the engine's own label when it gave one (exact), else the
         version the updater had announced when the call arrived (a call sampled before any labelled swap), else
-        0 (the base model)."""
+        0 (the base model). A teacher's call records the version the policy was at (``shared/trajectory.py``)."""
+        if self.rollout.teacher is not None:
+            served = self.rollout_state.served
+            return (served.version if served is not None and served.ready else 0), "teacher"
         if self.rollout.lora:
             version = adapter_version(self._lora_adapter) if self._lora_adapter else 0
             return (version or 0), "adapter" if self._lora_adapter else "base"
@@ -447,6 +474,8 @@ class ModelCall:
         }
         if self.conversation.notes:
             notes["conversation"] = self.conversation.notes
+        if (teacher := self.rollout.teacher) is not None:
+            notes["teacher"] = teacher.kind if teacher.model is None else f"{teacher.kind}:{teacher.model}"
         return notes
 
     async def aclose(self) -> None:

@@ -32,6 +32,7 @@ from services.gateway.chat_format import ChatFormat
 from services.gateway.recorder import Recorder
 from services.gateway.row_ids import RowIds
 from services.gateway.splice import SpliceMode, Splicer
+from services.gateway.teacher import Teachers
 from services.gateway.tips import TipStore
 from services.gateway.upstream import Upstream
 from shared.adapters import served_adapter_key
@@ -60,6 +61,8 @@ class GatewayState:
     chain_ids: RowIds
     directory: RolloutDirectory
     upstream: Upstream
+    teachers: Teachers
+    """Who answers a run's calls when it names a teacher (``teacher.py``)."""
     measure_drift: bool
     background: set[asyncio.Task[None]] = field(default_factory=set)
     # Characters the vocabulary's longest token spells: no token covers more (request_checks.prompt_token_floor).
@@ -150,6 +153,7 @@ async def open_state(
         upstream=Upstream(
             http, inference_urls or settings.resolved_inference_urls, settings.served_model_name
         ),
+        teachers=Teachers(http, sessions, chat_format),
         measure_drift=measure_drift,
         longest_token_chars=max(map(len, chat_format.tokenizer.get_vocab()), default=1),
     )
