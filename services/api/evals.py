@@ -38,11 +38,12 @@ from services.api.schemas import (
     TaskSource,
 )
 from services.api.task_sources import resolve_tasks
+from services.api.teachers import check_teacher
 from shared.adapters import is_adapter_key
 from shared.eval_stats import eval_figures
 from shared.ids import new_id
 from shared.models import Call, Eval, Reward, Rollout, Run, Task, Weight
-from shared.run_config import EvalTarget, IssueShown, RunConfig, read_run_config
+from shared.run_config import EvalTarget, IssueShown, RunConfig, TeacherConfig, read_run_config
 from shared.statuses import (
     ROLLOUT_TERMINAL,
     RUN_FINISHED,
@@ -110,6 +111,7 @@ async def resolve_target(session: AsyncSession, body: EvalCreate) -> tuple[EvalT
 def _eval_config(
     *, model: str, harness: Any, samples: int, sampling: Any, limits: Any, reward_fn: str, dataset: str,
     task_ids: list[str], target: EvalTarget, source_run: Run | None, issue: IssueShown = "shown",
+    teacher: TeacherConfig | None = None,
 ) -> RunConfig:  # fmt: skip
     # A LoRA run's versions are sampled through its adapters (version 0: the base weights, no adapter): the eval
     # of one is a LoRA run for the gateway and the pool.
@@ -117,7 +119,7 @@ def _eval_config(
     return RunConfig(
         model=model, harness=harness, group_size=samples, steps=1, reward_fn=reward_fn, sampling=sampling,
         limits=limits, lora=lora, dataset=dataset, task_ids=task_ids, groups_per_step=len(task_ids),
-        target=target, issue=issue,
+        target=target, issue=issue, teacher=teacher,
     )  # fmt: skip
 
 
@@ -144,13 +146,14 @@ async def _insert_eval(session: AsyncSession, config: RunConfig, name: str, spli
 async def create_eval(session: AsyncSession, body: EvalCreate, served_model: str) -> Run:
     """Create an eval (queued for the inference pool) and upsert its tasks; nothing is written on a bad request."""
     dataset, tasks = resolve_tasks(body)
+    check_teacher(body.teacher, dataset, body.split, tasks)
     target, source_run = await resolve_target(session, body)
     task_ids = await runs.upsert_tasks(session, dataset, tasks)
     sampling = body.sampling if body.seed is None else body.sampling.model_copy(update={"seed": body.seed})
     config = _eval_config(
         model=body.model or served_model, harness=body.harness, samples=body.samples, sampling=sampling,
         limits=body.limits, reward_fn=body.reward_fn, dataset=dataset, task_ids=task_ids, target=target,
-        source_run=source_run, issue=body.issue,
+        source_run=source_run, issue=body.issue, teacher=body.teacher,
     )  # fmt: skip
     return await _insert_eval(session, config, body.name, body.split)
 

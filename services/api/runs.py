@@ -35,6 +35,7 @@ from services.api.schemas import (
     TaskSource,
 )
 from services.api.task_sources import resolve_tasks
+from services.api.teachers import check_teacher
 from shared.context_fit import first_prompt_warning
 from shared.harnesses import HarnessConfig
 from shared.host_paths import HostPathRefused, check_shell_paths
@@ -139,6 +140,7 @@ async def create_run(
             return existing, False
 
     dataset, tasks = resolve_tasks(body)
+    check_teacher(body.teacher, dataset, body.split, tasks)
     task_ids = await upsert_tasks(session, dataset, tasks)
     config = RunConfig(
         **{name: getattr(body, name) for name in RunSpec.model_fields},
@@ -175,8 +177,9 @@ async def add_tasks(session: AsyncSession, run_id: str, body: TasksAdd) -> Tasks
     if run.status in RUN_FINISHED or run.status == RunStatus.STOPPING:
         raise Conflict(f"run {run_id} is {run.status}; tasks can only be added to an active run")
     dataset, tasks = resolve_tasks(body)
-    task_ids = await upsert_tasks(session, dataset, tasks)
     config = read_run_config(run)
+    check_teacher(config.teacher, dataset, body.split, tasks)
+    task_ids = await upsert_tasks(session, dataset, tasks)
     added = [t for t in task_ids if t not in config.task_ids]
     run.config = config.model_copy(update={"task_ids": config.task_ids + added}).model_dump(mode="json")
     return TasksAdded(run_id=run.id, added=added, tasks=len(config.task_ids) + len(added))

@@ -15,7 +15,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shared.harnesses import HarnessConfig
 from shared.rollout_records import QueueState, RolloutMeta
-from shared.run_config import NAME_PATTERN, IssueShown, LimitsConfig, RunConfig, RunSpec, SamplingConfig
+from shared.run_config import (
+    NAME_PATTERN,
+    IssueShown,
+    LimitsConfig,
+    RunConfig,
+    RunSpec,
+    SamplingConfig,
+    TeacherConfig,
+)
 from shared.statuses import Outcome, RunKind, RunStatus
 from shared.tasks import Task
 
@@ -105,6 +113,9 @@ class EvalCreate(TaskSource):
     sampling: SamplingConfig = SamplingConfig()
     limits: LimitsConfig = LimitsConfig()
     reward_fn: str = Field("resolved", pattern=NAME_PATTERN, max_length=100)
+    teacher: TeacherConfig | None = None
+    """Who answers the eval's model calls instead of the evaluated policy (``RunSpec.teacher``): ``reference``
+    is refused on eval splits and on tasks without a reference fix."""
 
     @model_validator(mode="after")
     def _one_policy(self) -> EvalCreate:

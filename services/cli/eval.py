@@ -26,6 +26,7 @@ from typing import Any, NoReturn
 import click
 
 from services.api.client import ApiClient, ApiClientError, default_api_url
+from services.cli.teacher import teacher_options, teacher_section
 from shared.harnesses import HARNESS_NAMES
 from shared.paired_stats import NotComparable, PairedComparison, SampleOutcome, compare, pair_samples
 from shared.settings import load_settings
@@ -39,6 +40,7 @@ OPTION_OF = {
     "body.version": "--version", "body.model_dir": "--model-dir", "body.harness": "--harness",
     "body.samples": "--samples", "body.seed": "--seed", "body.instance_ids": "--instance",
     "body.sampling": "--sampling", "body.limits": "--limit", "body.issue": "--withhold-issue",
+    "body.teacher": "--teacher",
 }  # fmt: skip
 
 
@@ -134,6 +136,7 @@ def figures_text(detail: dict[str, Any]) -> str:
 @click.option(
     "--limit", "limits", multiple=True, metavar="KEY=VALUE", help="Rollout limit (e.g. wall_clock_s=600)."
 )
+@teacher_options
 @click.option("--name", default="")
 @click.option(
     "--timeout", "timeout_s", type=float, default=None, help="Give up waiting after this many seconds."
@@ -146,7 +149,8 @@ def eval_command(
     instance_ids: tuple[str, ...], harness: str | None,
     harness_command: str | None, harness_options: tuple[str, ...], samples: int, run_id: str | None,
     version: int | None, model_dir: str | None, seed: int | None, withhold_issue: bool, sampling: tuple[str, ...],
-    limits: tuple[str, ...], name: str, timeout_s: float | None, api_url: str | None, as_json: bool,
+    limits: tuple[str, ...], teacher: str | None, teacher_model: str | None, teacher_key_env: str | None,
+    name: str, timeout_s: float | None, api_url: str | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Evaluate a policy (the base model, a run's version, or a model directory) on tasks: pass@1 and pass@k.
     ``harnessrl eval compare EVAL_A EVAL_B``: the paired change between two evals."""
@@ -170,6 +174,10 @@ def eval_command(
         fail("--model-dir: give either --model-dir or --run/--version, not both")
     if version is not None and run_id is None and version != 0:
         fail("--version: a version above 0 needs --run (the run that published it)")
+    try:
+        teacher_config = teacher_section(teacher, teacher_model, teacher_key_env)
+    except click.BadParameter as exc:
+        fail(f"--teacher: {exc.message}")
     options = _key_values(harness_options, "--harness-option")
     if harness_command is not None:
         options["command"] = harness_command
@@ -186,6 +194,8 @@ def eval_command(
         body["instance_ids"] = list(instance_ids)
     if withhold_issue:
         body["issue"] = "withheld"
+    if teacher_config is not None:
+        body["teacher"] = teacher_config
     if tasks_file is not None:
         if split is not None:
             fail("--split: selects from a bundled --dataset only, not from --tasks-file")

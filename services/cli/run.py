@@ -27,6 +27,7 @@ from rich.text import Text
 from services.api.client import ApiClient, ApiClientError, default_api_url
 from services.cli.step_figures import step_figures, step_records
 from services.cli.tables import Col, Listing
+from services.cli.teacher import teacher_options, teacher_section
 from shared.harnesses import HARNESS_NAMES
 from shared.settings import load_settings
 from shared.statuses import RUN_FINISHED
@@ -298,16 +299,19 @@ def run() -> None:
     is_flag=True,
     help="Refuse, instead of warn, a harness whose first prompt does not fit the model.",
 )
+@teacher_options
 @api_option
 @json_option
 def create(
     harness: str, model: str | None, dataset: str | None, split: str | None, tasks_file: Path | None, instance_ids: tuple[str, ...],
     group_size: int, groups_per_step: int | None, steps: int, name: str, harness_command: str | None,
     harness_options: tuple[str, ...], grpo: tuple[str, ...], eval_: tuple[str, ...], sampling: tuple[str, ...], limits: tuple[str, ...], idempotency_key: str | None,
-    strict: bool, api_url: str | None, as_json: bool,
+    strict: bool, teacher: str | None, teacher_model: str | None, teacher_key_env: str | None, api_url: str | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Create a run; its first step's rollouts are queued at once. Settings are ``RunSpec`` fields
-    (``shared/run_config.py``) by name: ``--grpo clip_high=0.3``, ``--limit wall_clock_s=600``."""
+    (``shared/run_config.py``) by name: ``--grpo clip_high=0.3``, ``--limit wall_clock_s=600``. A request the api
+    refuses (a bad field, ``--teacher reference`` on an eval split) exits 2 and creates nothing."""
+    teacher_config = teacher_section(teacher, teacher_model, teacher_key_env)
     options = _key_values(harness_options, "--harness-option")
     if harness_command is not None:
         options["command"] = harness_command
@@ -323,6 +327,8 @@ def create(
         "limits": _key_values(limits, "--limit"),
         "strict": strict,
     }
+    if teacher_config is not None:
+        body["teacher"] = teacher_config
     if split is not None and tasks_file is not None:
         raise click.BadParameter(
             "selects from a bundled --dataset only, not from --tasks-file", param_hint="--split"
@@ -336,7 +342,13 @@ def create(
             body[key] = value
     body.update(_task_source(dataset, tasks_file, instance_ids))
     with api_client(api_url) as client:
-        created = client.create_run(body, idempotency_key)
+        try:
+            created = client.create_run(body, idempotency_key)
+        except ApiClientError as exc:
+            if exc.status != 422:
+                raise
+            click.echo(f"harnessrl: {exc}", err=True)  # the request's fault, like a usage error
+            sys.exit(2)
     for warning in created.get("warnings") or []:
         click.echo(f"warning: {warning}", err=True)
     if as_json:

@@ -79,7 +79,7 @@ def test_api_errors_become_one_clear_line(harnessrl, tasks_file: Path, settings_
     bad = harnessrl(
         "run", "create", "--harness", "reference", "--tasks-file", str(tasks_file), "--grpo", "clip_low=5"
     )
-    assert bad.exit_code == 1 and "body.grpo.clip_low" in bad.output
+    assert bad.exit_code == 2 and "body.grpo.clip_low" in bad.output  # the request's fault: a usage error
     missing = harnessrl("run", "status", "run_nope")
     assert missing.exit_code == 1 and "no run 'run_nope'" in missing.output
     env = {**settings_env, "HARNESSRL_API_URL": "http://127.0.0.1:9"}
