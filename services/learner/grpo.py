@@ -98,6 +98,11 @@ def token_weights(batch: TrainingBatch, config: GRPOConfig) -> np.ndarray:
 # --- the loss --------------------------------------------------------------------------------------------------
 
 
+class NoBehaviorLogprobs(ValueError):
+    """A loss token without a behaviour logprob: a teacher's reply (``shared/trajectory.py``), which no policy
+    sampled. GRPO's ratio needs ``b``; the loader sets such groups aside before they get here."""
+
+
 class TokenObjective:
     """``l_t`` of the module docstring, weighted; called by reconstruction with any subset of loss tokens."""
 
@@ -109,6 +114,10 @@ class TokenObjective:
         reference_logprobs: torch.Tensor | None = None,
     ) -> None:
         per_token = batch.per_loss_token()
+        if np.isnan(per_token["behavior_logprobs"]).any():
+            raise NoBehaviorLogprobs(
+                "the batch holds a teacher's tokens (no behaviour logprobs); GRPO trains only on the policy's"
+            )
         self.config = config
         self.advantage = torch.from_numpy(per_token["advantage"]).to(device)
         self.behavior = torch.from_numpy(per_token["behavior_logprobs"]).to(device)

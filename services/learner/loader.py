@@ -7,7 +7,9 @@ never half-trained — when any of its token arrays is missing or disagrees with
 versions, positions, prompt lengths), or carries a version newer than the learner's own. A group holding a rollout that ended with an infrastructure error or was cancelled
 (``shared/statuses.py: NEVER_TRAINED_OUTCOMES``) is set aside whole: what its rollouts scored would partly measure
 the infrastructure, not the model. Other rollouts without a reward (a harness that failed before its first call)
-are left out of the group; fewer than two rewarded rollouts leave no GRPO baseline, and the group is set aside.
+are left out of the group; fewer than two rewarded rollouts leave no GRPO baseline, and the group is set aside. A
+group with a call a teacher answered (``calls.source = teacher``: a run or eval that names a teacher) is set aside
+with that reason: no policy sampled those tokens, so there is no behaviour logprob to weigh them by.
 
 A group's token segments (one object per call: 80 for 8 rollouts x 10 turns) are fetched concurrently, in one
 ``fetch_segments`` call: against S3 each GET is a round trip, and fetching them one by one would make a group's
@@ -96,6 +98,12 @@ def load_group(
             )
         except InconsistentTrajectory as exc:
             raise GroupSetAside(group_id, f"rollout {rollout.id}: {exc}") from None
+        if taught := sum(chain.teacher_calls for chain in chains):
+            raise GroupSetAside(
+                group_id,
+                f"rollout {rollout.id}: {taught} of its calls were answered by a teacher (calls.source = teacher): "
+                "they carry no behaviour logprobs for GRPO's importance ratio; train on them with SFT",
+            )
         versions += [call.policy_version for chain in chains for call in chain.calls]
         cut = sum(call.finish_reason == CUT_BY_LENGTH for call in calls_by_rollout.get(rollout.id, []))
         loaded.append(

@@ -218,3 +218,15 @@ def test_mean_reward_rises_on_a_toy_reward(tiny_policy) -> None:  # type: ignore
     assert first < 0.2
     assert last > first + 0.5, history
     assert time.monotonic() - started < 120
+
+
+def test_a_teachers_tokens_are_refused_not_trained_on_fake_logprobs() -> None:
+    """A teacher's segment has NaN behaviour logprobs (``shared/trajectory.py``); GRPO's objective refuses it."""
+    teacher = Segment.of_teacher(np.arange(4), np.arange(10, 13), 0)
+    rollouts = [
+        Rollout(rollout_id="t", group_id="g", reward=1.0, chains=(Chain("tc", "t", "g", (teacher,)),)),
+        _rollout("p", "g", 0.0, 3),
+    ]
+    batch = TrainingBatch(grpo.with_advantages(rollouts, grpo.GRPOConfig()))
+    with pytest.raises(grpo.NoBehaviorLogprobs, match="teacher"):
+        grpo.TokenObjective(batch, grpo.GRPOConfig(), torch.device("cpu"))
