@@ -392,3 +392,36 @@ def test_evals_by_policy_version_and_pass_rate_by_task(cookbook_db: Session) -> 
         )
     finally:
         cookbook_db.rollback()
+
+
+def test_teacher_demonstrations(cookbook_db: Session) -> None:
+    """A collection run with a teacher (two rollouts: 2 and 1 teacher calls, rewards 1 and 0) beside the populated
+    policy runs, whose calls the query leaves out (added in a transaction that is rolled back)."""
+    try:
+        cookbook_db.add(run_row("run_teacher", "mini-swe-agent", group_size=2, teacher={"kind": "reference"}))
+        cookbook_db.flush()
+        cookbook_db.add(
+            Group(id="grp_teacher", run_id="run_teacher", task_id="task_1", step=0, size=2, status="complete")
+        )
+        cookbook_db.flush()
+        for index, (n_calls, reward) in enumerate(((2, 1.0), (1, 0.0))):
+            rollout_id = f"ro_teacher_{index}"
+            cookbook_db.add(Rollout(id=rollout_id, run_id="run_teacher", group_id="grp_teacher", task_id="task_1",
+                                    index_in_group=index, harness="mini-swe-agent", status="graded"))  # fmt: skip
+            cookbook_db.flush()
+            cookbook_db.add(Reward(rollout_id=rollout_id, reward=reward, resolved=reward == 1.0))
+            chain = Chain(rollout_id=rollout_id, tokens_prefix="t", n_calls=n_calls)
+            cookbook_db.add(chain)
+            cookbook_db.flush()
+            for position in range(n_calls):
+                cookbook_db.add(Call(rollout_id=rollout_id, chain_id=chain.id, position=position,
+                                     provider_api="openai_chat", prompt_tokens=100, suffix_tokens=100,
+                                     completion_tokens=30 + position, finish_reason="stop", policy_version=0,
+                                     tokens_key="k", source="teacher"))  # fmt: skip
+        cookbook_db.flush()
+        assert _rows(cookbook_db, cookbook_queries()["teacher-demonstrations"]) == [
+            ("run_teacher", "ro_teacher_0", "calc-1", 1.0, 2, 61),
+            ("run_teacher", "ro_teacher_1", "calc-1", 0.0, 1, 30),
+        ]
+    finally:
+        cookbook_db.rollback()
