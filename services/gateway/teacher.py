@@ -40,8 +40,8 @@ import aiohttp
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from services.gateway.chat_format import ChatFormat, ChatFormatError
-from services.gateway.conversation import Conversation, Message, ProviderError, ToolCall, ToolSpec
+from services.gateway.chat_format import ChatFormat, ChatFormatError, message_to_template, tool_to_template
+from services.gateway.conversation import Conversation, Message, ProviderError, ToolCall
 from services.gateway.demonstrator import CannotDemonstrate, next_action
 from services.gateway.toolcalls import new_call_id
 from shared.datasets import reference_fix
@@ -200,40 +200,17 @@ def chat_request(conversation: Conversation, *, model: str, max_tokens: int) -> 
         "stream": False,
     }
     if conversation.tools:
-        body["tools"] = [_chat_tool(t) for t in conversation.tools]
+        body["tools"] = [tool_to_template(t) for t in conversation.tools]
     return body
 
 
-def _chat_tool(tool: ToolSpec) -> dict[str, Any]:
-    parameters = tool.parameters or {"type": "object", "properties": {}}
-    if tool.kind == "custom":
-        parameters = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}
-    return {
-        "type": "function",
-        "function": {"name": tool.name, "description": tool.description, "parameters": parameters},
-    }
-
-
 def _chat_message(message: Message) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": message.role, "content": message.content}
-    if message.tool_calls:
-        out["tool_calls"] = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {
-                    "name": call.name,
-                    "arguments": json.dumps(
-                        call.arguments if isinstance(call.arguments, dict) else {"input": call.arguments}
-                    ),
-                },
-            }
-            for call in message.tool_calls
-        ]
-    if message.tool_call_id is not None:
-        out["tool_call_id"] = message.tool_call_id
-    if message.name is not None:
-        out["name"] = message.name
+    """The template's OpenAI-like message (``chat_format.message_to_template``) in the wire's spelling: tool-call
+    arguments as JSON text, no ``reasoning_content`` (not a field the chat API takes)."""
+    out = message_to_template(message)
+    out.pop("reasoning_content", None)
+    for call in out.get("tool_calls", []):
+        call["function"]["arguments"] = json.dumps(call["function"]["arguments"])
     return out
 
 

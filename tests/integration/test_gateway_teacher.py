@@ -19,6 +19,7 @@ from shared.incidents import take_incidents
 from shared.trajectory import TEACHER, load_chain
 from tests.fixtures.scripted_policy import DEFAULT_SCRIPT
 from tests.integration.test_gateway_app import BASH, calls_of, chat_body, count_calls
+from tests.unit.test_demonstrator import FIX
 
 pytestmark = pytest.mark.integration
 
@@ -119,6 +120,30 @@ def test_a_teachers_recorded_tokens_re_render_to_the_exact_prompt_the_next_call_
         )
 
 
+def test_a_streaming_harness_gets_the_teachers_reply_as_a_stream(
+    gateway_server, scripted_policy, make_rollout, db
+):  # type: ignore[no-untyped-def]
+    scripted_policy.set_script([{"run": "ls"}])
+    ref = make_rollout(teacher={"kind": "url", "base_url": scripted_policy.url + "/v1"})
+    with httpx.stream(
+        "POST",
+        gateway_server.url + "/v1/chat/completions",
+        json=chat_body(stream=True),
+        headers={"Authorization": f"Bearer {ref.rollout_key}"},
+        timeout=30,
+    ) as response:
+        assert response.status_code == 200 and response.headers["content-type"].startswith(
+            "text/event-stream"
+        )
+        events = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: {")]
+    deltas = [c for e in events for c in e["choices"][0]["delta"].get("tool_calls") or []]
+    assert [d["function"]["name"] for d in deltas if d["function"].get("name")] == ["bash"]
+    arguments = "".join(d["function"].get("arguments") or "" for d in deltas)
+    assert json.loads(arguments) == {"command": "ls"}
+    (call,) = calls_of(db, ref.rollout_id)
+    assert call.stream and call.source == TEACHER and call.finish_reason == "tool_calls"
+
+
 @pytest.mark.parametrize(
     ("teacher_status", "harness_status"), [(500, 503), (429, 503), (401, 502), (400, 502)]
 )
@@ -185,16 +210,6 @@ def test_a_malformed_teacher_reply_is_a_502(gateway_server, scripted_policy, mak
     )
     assert response.status_code == 502 and "not a chat completion" in response.json()["error"]["message"]
     assert count_calls(db, ref.rollout_id) == 0
-
-
-FIX = """diff --git a/ranges.py b/ranges.py
---- a/ranges.py
-+++ b/ranges.py
-@@ -1,2 +1,2 @@
- def clamp(value, low, high):
--    return value
-+    return max(low, min(value, high))
-"""
 
 
 def task_spec(patch: str) -> dict:
