@@ -159,3 +159,21 @@ def test_an_accepted_teacher_is_stored_in_the_run_config(harnessrl) -> None:  # 
     )  # fmt: skip
     assert reference.exit_code == 0, reference.output
     assert json.loads(reference.output)["config"]["teacher"]["kind"] == "reference"
+
+
+def test_an_eval_on_a_train_split_may_name_the_reference_teacher(api_server, db) -> None:  # type: ignore[no-untyped-def]
+    from shared.run_config import read_run_config
+
+    with api_server.client() as api:
+        body = {
+            "harness": "mini-swe-agent",
+            "dataset": "swe_micro",
+            "split": "train",
+            "instance_ids": ["clamp-2"],
+        }
+        response = api.post("/v1/evals", json={**body, "teacher": {"kind": "reference"}})
+    assert response.status_code == 201, response.text
+    with db() as session:
+        run = session.get(Run, response.json()["id"])
+        assert run is not None and run.kind == "eval"
+        assert read_run_config(run).teacher is not None and read_run_config(run).teacher.kind == "reference"
