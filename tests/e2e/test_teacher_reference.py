@@ -1,8 +1,9 @@
 """``--teacher reference`` end to end: a collection run on swe_micro train tasks through the real, sandboxed
-mini-swe-agent CLI (its text-based config), a gateway process, Celery runner and grader workers, Postgres, Redis
-and S3. The demonstrator reads the file, applies the reference fix, runs the tests and submits, in mini-swe-agent's
-one-fenced-block protocol; every rollout is multi-turn, recorded as one chain with ``source = teacher`` and no
-logprobs, and the grader rewards it 1 like any rollout. The policy (the scripted policy upstream) is never asked."""
+mini-swe-agent CLI (its text-based config, and its tool-calling one), a gateway process, Celery runner and grader
+workers, Postgres, Redis and S3. The demonstrator reads the file, applies the reference fix, runs the tests and
+submits, as mini-swe-agent's one fenced block per answer or as calls of its bash tool; every rollout is multi-turn,
+recorded as one chain with ``source = teacher`` and no logprobs, and the grader rewards it 1 like any rollout. The
+policy (the scripted policy upstream) is never asked."""
 
 from __future__ import annotations
 
@@ -23,17 +24,22 @@ from tests.fixtures.services import run_row
 
 pytestmark = pytest.mark.e2e
 
-TASKS = ("clamp-1", "leap-year-1")
+CASES = {
+    # mini_textbased: one fenced command block per answer, no tools
+    "text": ({"name": "mini-swe-agent"}, ("clamp-1", "leap-year-1")),
+    # mini's default config: every answer calls its one bash tool, in the student's tool-call format
+    "toolcall": ({"name": "mini-swe-agent", "config": "mini"}, ("sum-evens-1",)),
+}
 
 
-def collection_run(db, instance_ids: tuple[str, ...]) -> list[str]:  # type: ignore[no-untyped-def]
+def collection_run(db, harness: dict, instance_ids: tuple[str, ...]) -> list[str]:  # type: ignore[no-untyped-def]
     """The rows ``harnessrl run create --harness mini-swe-agent --dataset swe_micro --split train --teacher
     reference --group-size 1`` writes (tasks upserted under their bundled dataset, whose solutions the gateway
     reads): one group of one rollout per task. Returns the group ids."""
     tasks = {t.instance_id: t for t in load_dataset("swe_micro", "train")}
     groups = []
     with session_scope(db) as session:
-        run = run_row(new_id("run"), "mini-swe-agent", group_size=1, teacher={"kind": "reference"})
+        run = run_row(new_id("run"), harness, group_size=1, teacher={"kind": "reference"})
         session.add(run)
         session.flush()
         for instance_id in instance_ids:
@@ -59,15 +65,17 @@ def collection_run(db, instance_ids: tuple[str, ...]) -> list[str]:  # type: ign
     return groups
 
 
+@pytest.mark.parametrize("case", sorted(CASES))
 def test_a_reference_teacher_collects_multi_turn_rollouts_the_grader_rewards(  # type: ignore[no-untyped-def]
-    celery_workers, scripted_gateway, scripted_policy, settings, db, store
+    case, celery_workers, scripted_gateway, scripted_policy, settings, db, store
 ):
     env = {"HARNESSRL_GATEWAY_SOCKET": str(scripted_gateway.socket)}
     workers = [
         celery_workers("services.runner.tasks", [ROLLOUTS_QUEUE], env),
         celery_workers("services.grader.tasks", ["grading"], env),
     ]
-    group_ids = collection_run(db, TASKS)
+    harness, instance_ids = CASES[case]
+    group_ids = collection_run(db, harness, instance_ids)
     with session_scope(db) as session:
         rollout_ids = list(session.scalars(select(Rollout.id).where(Rollout.group_id.in_(group_ids))))
     enqueue(settings, rollout_ids)
@@ -87,6 +95,7 @@ def test_a_reference_teacher_collects_multi_turn_rollouts_the_grader_rewards(  #
             assert len(calls) == 4, [c.finish_reason for c in calls]
             assert len({c.chain_id for c in calls}) == 1 and all(c.fork_reason is None for c in calls)
             assert all(c.source == TEACHER and c.notes["teacher"] == "reference" for c in calls)
+            assert sum(c.tool_call_count for c in calls) == (4 if case == "toolcall" else 0)
             chain = load_chain(store, calls)
             assert all(s.source == TEACHER and np.isnan(s.sampled_logprobs).all() for s in chain.calls)
             # the workspace's diff is the reference fix: its added lines, and nothing the demonstration left behind
