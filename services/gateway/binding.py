@@ -184,5 +184,5 @@ class RolloutDirectory:
             checked_at,
             row[5] is not None,
             row.sampling_seed,
-            row[7],
+            teacher=row[7],
         )

@@ -274,7 +274,7 @@ class ModelCall:
             conversation=self.conversation,
             max_tokens=max_tokens,
         )
-        yield SampledChunk(sample.ids, [], sample.text, "stop")
+        yield SampledChunk(ids=sample.ids, logprobs=[], text=sample.text, finish_reason="stop")
 
     def _while_the_model_reads(self, plan: SplicePlan) -> asyncio.Future[Drift | None]:
         """Work the request does not wait for, run while the model works on the prompt: the new tip's message

@@ -216,7 +216,7 @@ def claim(
                 time.time(),
                 config.lora is not None,
                 rollout.sampling_seed,
-                config.teacher.model_dump(mode="json") if config.teacher is not None else None,
+                teacher=config.teacher.model_dump(mode="json") if config.teacher is not None else None,
             ),
             previous_key=previous_key,
         )
