@@ -494,16 +494,32 @@ def _seeds(
     return seeds
 
 
+def _documents(path: Path) -> list[Any]:
+    """The JSON of ``path``: one document, or one per line (a JSON Lines file of seed records, e.g. the seeds of a
+    recipe measured over several sittings and kept in ``docs/perf/seeds/``)."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise click.BadParameter(f"{path}: not readable ({exc})", param_hint="--pool") from None
+    try:
+        return [json.loads(text)]
+    except json.JSONDecodeError as whole:
+        try:
+            return [json.loads(line) for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError:
+            raise click.BadParameter(f"{path}: not JSON ({whole})", param_hint="--pool") from None
+
+
 def read_pooled(files: tuple[Path, ...]) -> list[dict[str, Any]]:
-    """The seed records of earlier ``--json`` outputs (a ``--seeds`` report, or a one-run object); exit 2 on a
-    file that is not one, or on a seed that two files both hold."""
+    """The seed records of earlier ``--json`` outputs (a ``--seeds`` report, or a one-run object), or of a JSON
+    Lines file of such records; exit 2 on a file that is not one, or on a seed that two records both hold."""
     records: list[dict[str, Any]] = []
     for path in files:
-        try:
-            document = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise click.BadParameter(f"{path}: not JSON ({exc})", param_hint="--pool") from None
-        found = document.get("seeds", [document]) if isinstance(document, dict) else []
+        found = [
+            record
+            for document in _documents(path)
+            for record in (document.get("seeds", [document]) if isinstance(document, dict) else [None])
+        ]
         if not found or not all(isinstance(r, dict) and "paired" in r and "seed" in r for r in found):
             raise click.BadParameter(
                 f"{path}: not the --json output of harnessrl bench learning (no seed with paired figures)",
@@ -513,7 +529,7 @@ def read_pooled(files: tuple[Path, ...]) -> list[dict[str, Any]]:
     seen = [r["seed"] for r in records]
     twice = sorted({s for s in seen if seen.count(s) > 1})
     if twice:
-        raise click.BadParameter(f"seed {twice[0]} is in more than one file", param_hint="--pool")
+        raise click.BadParameter(f"seed {twice[0]} is in more than one record", param_hint="--pool")
     return records
 
 

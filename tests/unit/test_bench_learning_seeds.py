@@ -94,6 +94,18 @@ def test_pool_reads_earlier_outputs_and_writes_json_png_and_tensorboard(tmp_path
     assert [step for step, _ in scalars["eval/pass_at_1_seed_1"]] == [0, 7]
 
 
+def test_pool_reads_a_json_lines_file_of_seed_records_kept_over_several_sittings(tmp_path: Path) -> None:
+    kept = tmp_path / "seeds.jsonl"
+    kept.write_text("".join(json.dumps(r) + "\n" for r in records()[:2]) + "\n")  # seeds 0-1, a blank line
+    later = tmp_path / "seed2.json"
+    later.write_text(json.dumps(report(records()[2:])))  # seed 2, run in a later sitting
+    result = _invoke(["--pool", str(kept), str(later), "--json"], tmp_path)
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.output)
+    assert figures["pooled"] == report(records())["pooled"]
+    assert [s["seed"] for s in figures["per_seed"]] == [0, 1, 2]
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [
@@ -105,14 +117,16 @@ def test_pool_reads_earlier_outputs_and_writes_json_png_and_tensorboard(tmp_path
         (["--pool", "--steps", "3", "FILE"], "drop --steps"),
         (["FILE"], "add --pool"),
         (["--pool", "BAD"], "not the --json output"),
-        (["--pool", "FILE", "FILE"], "seed 0 is in more than one file"),
+        (["--pool", "FILE", "FILE"], "seed 0 is in more than one record"),
+        (["--pool", "LINES"], "not JSON"),
     ],
 )
 def test_bad_seed_and_pool_arguments_are_usage_errors(tmp_path: Path, args: list[str], says: str) -> None:
-    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good, bad, lines = tmp_path / "good.json", tmp_path / "bad.json", tmp_path / "seeds.jsonl"
     good.write_text(json.dumps(report(records()[1:2])))
     bad.write_text(json.dumps({"arms": {}}))
-    args = [{"FILE": str(good), "BAD": str(bad)}.get(a, a) for a in args]
+    lines.write_text(json.dumps(records()[0]) + "\n{not json\n")
+    args = [{"FILE": str(good), "BAD": str(bad), "LINES": str(lines)}.get(a, a) for a in args]
     result = _invoke(args, tmp_path)
     assert result.exit_code == 2 and says in result.output, result.output
     assert not (tmp_path / "tensorboard").exists()
