@@ -37,6 +37,7 @@ from shared.statuses import (
     RUN_KINDS,
     RUN_STATUSES,
     WEIGHT_STATUSES,
+    RunKind,
 )
 from shared.trajectory import CALL_SOURCES, POLICY
 
@@ -74,6 +75,13 @@ def _now() -> Mapped[datetime]:
     return mapped_column(DateTime(timezone=True), server_default=func.now(), nullable=False)
 
 
+def run_kind(config: RunConfig) -> str:
+    """``runs.kind`` of a run with ``config``: an SFT run carries ``sft``, an eval its ``target``."""
+    if config.sft is not None:
+        return RunKind.SFT
+    return RunKind.TRAIN if config.target is None else RunKind.EVAL
+
+
 class Run(Base):
     """One run: a training run, or an eval (``kind``, ``shared/statuses.py: RunKind``). ``config`` is a
     ``shared.run_config.RunConfig`` (read it with ``read_run_config``); ``model``, ``harness``, ``group_size`` and
@@ -107,7 +115,7 @@ class Run(Base):
         """A new run row storing ``config`` (its column copies filled from it)."""
         return cls(
             id=id,
-            kind="train" if config.target is None else "eval",
+            kind=run_kind(config),
             model=config.model,
             harness=config.harness.name,
             group_size=config.group_size,

@@ -45,6 +45,8 @@ from pydantic_core import PydanticCustomError
 from shared.harnesses import HarnessConfig
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
+MAX_STEPS = 100_000
+"""The most steps a run takes (``RunSpec.steps``; an SFT run's epochs x batches)."""
 DEFAULT_LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -318,6 +320,68 @@ def teacher_url_refusal(url: str) -> str | None:
     return None
 
 
+def selection_problem(from_run: str | None, min_reward: float | None, where: str | None) -> str | None:
+    """What is wrong with an SFT data selection's fields taken together (None: nothing)."""
+    if (from_run is None) == (where is None):
+        return "select the data with either 'from_run' or 'where'"
+    if min_reward is not None and from_run is None:
+        return "'min_reward' filters 'from_run'; put a reward condition into 'where' instead"
+    return None
+
+
+class SFTSpec(_Section):
+    """What a user chooses for supervised fine-tuning on recorded rollouts (``POST /v1/sft``, ``harnessrl sft``;
+    stored as ``SFTConfig``, ``RunConfig.sft``, on a run of kind ``sft``).
+
+    The data is a selection of rollouts, resolved once when the run is created (``rollout_ids``), so a restart
+    trains on exactly what the run started with: ``from_run`` (its rollouts whose reward is at least
+    ``min_reward``) or ``where`` (a SQL condition over the ``trajectories`` view, run read-only:
+    ``shared/rollout_selection.py``). The loss is the mean cross-entropy of the tokens the policy (or a teacher)
+    produced — exactly the loss-mask tokens of each recorded chain — computed through the learner's
+    reconstruction (``grpo.strategy``, trie packing by default: a shared prefix is computed once;
+    ``services/learner/sft.py``). Each step takes ``batch_rollouts`` rollouts of a seeded shuffle of the
+    selection, epoch after epoch, and publishes one version. The optimizer, reconstruction and checkpoint knobs
+    other than the learning rate are the run's ``grpo`` section's (``adam_*``, ``weight_decay``,
+    ``max_grad_norm``, ``strategy``, ``max_pack_tokens``, ``trie_attention``, ``bf16_autocast``,
+    ``checkpoint_every``, ``keep_checkpoints``); ``lora`` picks an adapter instead of full weights."""
+
+    from_run: str | None = Field(None, min_length=1, max_length=200)
+    """The run whose rollouts are the data (a training run, an eval, a collection run with a teacher)."""
+    min_reward: float | None = Field(None, ge=-1e6, le=1e6)
+    """With ``from_run``: only its rollouts rewarded at least this much; null = every rollout with calls."""
+    where: str | None = Field(None, min_length=1, max_length=10_000)
+    """A SQL condition over the ``trajectories`` view (``reward >= 1 AND harness = 'codeblock'``); the
+    rollouts it selects are the data."""
+    epochs: int = Field(1, ge=1, le=10_000)
+    """Passes over the selection."""
+    batch_rollouts: int = Field(8, ge=1, le=100_000)
+    """Rollouts per optimizer step (the last batch of an epoch may be smaller); one version per step."""
+    learning_rate: float = Field(1e-5, gt=0, le=1)
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+    """Seeds each epoch's shuffle of the rollouts (and torch, numpy in the learner)."""
+
+    @model_validator(mode="after")
+    def _one_selection(self) -> SFTSpec:
+        if problem := selection_problem(self.from_run, self.min_reward, self.where):
+            raise ValueError(problem)
+        return self
+
+
+class SFTConfig(SFTSpec):
+    """An SFT run's stored section (``RunConfig.sft``): the user's ``SFTSpec`` and the selection the api resolved."""
+
+    rollout_ids: list[str] = Field(min_length=1, max_length=1_000_000)
+    """The selected rollouts (set by the api when it creates the run), in the order the selection gave them."""
+
+    def steps_per_epoch(self) -> int:
+        return -(-len(self.rollout_ids) // self.batch_rollouts)
+
+    @property
+    def steps(self) -> int:
+        """Optimizer steps (= published versions) of the whole run."""
+        return self.epochs * self.steps_per_epoch()
+
+
 WITHHELD_ISSUE = "Fix the bug in this repository so that its tests pass."
 """What the agent is told instead of the task's problem statement when a run's ``issue`` is ``withheld``."""
 
@@ -334,7 +398,7 @@ class RunSpec(_Section):
     name alone for a harness without required options."""
     group_size: int = Field(4, ge=1, le=256)
     """Rollouts per task per step (the GRPO group)."""
-    steps: int = Field(1, ge=1, le=100_000)
+    steps: int = Field(1, ge=1, le=MAX_STEPS)
     """Sampling steps; the learner trains once per step."""
     reward_fn: str = Field("resolved", pattern=NAME_PATTERN, max_length=100)
     """Reward function the grader applies (``services/grader/grade.py``: ``resolved``, ``fraction_passed``)."""
@@ -373,6 +437,8 @@ class RunConfig(RunSpec):
     """Hash of the creating request (api: an ``Idempotency-Key`` replay must send the same body)."""
     target: EvalTarget | None = None
     """An eval run's target (``runs.kind = 'eval'``); null on a training run."""
+    sft: SFTConfig | None = None
+    """A supervised fine-tuning run's data and schedule (``runs.kind = 'sft'``); null on other runs."""
 
 
 class RunConfigError(ValueError):

@@ -8,6 +8,9 @@ Run kinds (``runs.kind``)
   ``config.eval``): one step of ``samples`` rollouts per task, graded, never trained on (the grader appends its
   groups to no stream and no learner is started for it); it takes the inference pool like a training run, and
   its figures land in its ``evals`` row when every rollout has ended.
+- ``sft``: supervised fine-tuning on recorded rollouts (``harnessrl sft``, ``POST /v1/sft``): no rollouts of its
+  own, no groups, never on the inference pool; its learner trains epochs of cross-entropy on the selected
+  rollouts' sampled tokens, commits a step and publishes a version per batch, and completes the run itself.
 
 Lifecycles
 ----------
@@ -73,6 +76,7 @@ class RunStatus(StrEnum):
 class RunKind(StrEnum):
     TRAIN = "train"
     EVAL = "eval"
+    SFT = "sft"
 
 
 class GroupStatus(StrEnum):
@@ -121,6 +125,8 @@ ROLLOUT_STATUSES = values(RolloutStatus)
 WEIGHT_STATUSES = values(WeightStatus)
 ROLLOUT_OUTCOMES = values(Outcome)
 
+# Run kinds a learner trains (the learner controller starts one for each such run that is active).
+LEARNER_KINDS = (RunKind.TRAIN, RunKind.SFT)
 # A run in one of these takes no more work.
 RUN_FINISHED = (RunStatus.STOPPED, RunStatus.COMPLETED, RunStatus.FAILED)
 # A run in one of these holds or waits for the inference pool and is advanced by the scheduler.
