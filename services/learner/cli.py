@@ -1,4 +1,5 @@
-"""``harnessrl serve learner --run ID``: the learner process of one run (``loop.py``)."""
+"""``harnessrl serve learner --run ID``: the learner process of one run — ``loop.py`` for a training run,
+``sft_loop.py`` for an SFT run."""
 
 from __future__ import annotations
 
@@ -26,14 +27,22 @@ import click
     "--consumer", default=None, help="Consumer name in the stream's consumer group (default: per host)."
 )
 def learner(run_id: str, max_steps: int | None, idle_exit_s: float | None, consumer: str | None) -> None:
-    """Train GRPO steps on the run's complete groups and publish a new policy version after each."""
+    """Train the run: GRPO steps on its complete groups, or an SFT run's epochs on its recorded rollouts; a new
+    policy version after each step."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from services.learner.loop import Learner, LearnerError
+    from services.learner.sft_loop import SFTError, SFTLearner, is_sft_run
     from shared.settings import get_settings
 
+    settings = get_settings()
+    worker: Learner | SFTLearner
     try:
-        worker = Learner(get_settings(), run_id, consumer)
-    except LearnerError as exc:
+        worker = (
+            SFTLearner(settings, run_id)
+            if is_sft_run(settings, run_id)
+            else Learner(settings, run_id, consumer)
+        )
+    except (LearnerError, SFTError) as exc:
         click.echo(f"harnessrl serve learner: {exc}", err=True)
         sys.exit(2)
     click.echo(f"learner ready: run {run_id}, policy version {worker.state.policy_version}")

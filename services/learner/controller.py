@@ -4,7 +4,7 @@
 Who runs it: the compose ``learners`` service, and ``harnessrl up`` as one of its services; nothing else
 starts learners (the compose ``train`` profile's one-container-per-run learner aside).
 
-Every ``tick`` (2 s) it reads the training runs that need a learner (``running``, ``pending`` or ``stopping``,
+Every ``tick`` (2 s) it reads the training and SFT runs that need a learner (``running``, ``pending`` or ``stopping``,
 oldest first) from Postgres and then:
 
 - starts a learner for each such run that has none, up to ``Settings.max_learners`` side by side (the others
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from shared.statuses import RUN_FINISHED, RunKind, RunStatus
+from shared.statuses import LEARNER_KINDS, RUN_FINISHED, RunStatus
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -107,14 +107,15 @@ class LearnerController:
         return self._engine
 
     def runs_needing_learners(self) -> list[str]:
-        """Training runs that need a learner, oldest first (evals have none: nothing of them is trained on)."""
+        """Training and SFT runs that need a learner, oldest first (evals have none: nothing of them is trained
+        on)."""
         from sqlalchemy import select
 
         from shared.models import Run
 
         query = (
             select(Run.id)
-            .where(Run.kind == RunKind.TRAIN, Run.status.in_(NEEDS_LEARNER))
+            .where(Run.kind.in_(LEARNER_KINDS), Run.status.in_(NEEDS_LEARNER))
             .order_by(Run.created_at, Run.id)
         )
         with self._db().connect() as conn:

@@ -1,4 +1,5 @@
-"""Loading a GRPO group for training: ``groups``/``rollouts``/``rewards``/``calls`` rows + token segments.
+"""Loading recorded rollouts for training: a GRPO group (``load_group``), or an SFT batch of rollouts by id
+(``load_rollouts``), from ``groups``/``rollouts``/``rewards``/``calls`` rows + token segments.
 
 ``load_group`` returns a ``LoadedGroup`` (rollouts with their chains, rewards and the oldest policy version that
 sampled any of its tokens) or raises ``GroupSetAside`` with a reason a person can act on. The recorded format
@@ -124,3 +125,49 @@ def load_group(
         oldest_version=oldest,
         rollouts_without_reward=len(rollouts) - len(loaded),
     )
+
+
+def load_rollouts(
+    session: Session, store: ObjectStore, rollout_ids: list[str], vocab_size: int | None = None
+) -> list[Rollout]:
+    """Recorded rollouts by id, in that order, each with all its chains and its reward (0.0 where it has none):
+    an SFT batch (``sft_loop.py``). Their group, outcome and policy versions do not matter here — the selection
+    (``shared/rollout_selection.py``) chose them — but their token arrays are checked as a GRPO group's are, and a
+    missing or inconsistent one is an ``InconsistentTrajectory`` naming the rollout."""
+    rows = {r.id: r for r in session.scalars(select(RolloutRow).where(RolloutRow.id.in_(rollout_ids)))}
+    missing = [rollout_id for rollout_id in rollout_ids if rollout_id not in rows]
+    if missing:
+        raise InconsistentTrajectory(f"rollout(s) {', '.join(missing[:5])} no longer exist")
+    rewards = {
+        r.rollout_id: r.reward
+        for r in session.scalars(select(Reward).where(Reward.rollout_id.in_(rollout_ids)))
+    }
+    calls_by_rollout: dict[str, list[Call]] = {}
+    for call in session.scalars(select(Call).where(Call.rollout_id.in_(rollout_ids))):
+        calls_by_rollout.setdefault(call.rollout_id, []).append(call)
+    fetched = fetch_segments(
+        store, (call.tokens_key for calls in calls_by_rollout.values() for call in calls)
+    )
+    loaded = []
+    for rollout_id in rollout_ids:
+        try:
+            chains = chains_from_rows(
+                calls_by_rollout.get(rollout_id, []),
+                fetched,
+                rollout_id=rollout_id,
+                group_id=rows[rollout_id].group_id or "",
+                vocab_size=vocab_size,
+            )
+        except InconsistentTrajectory as exc:
+            raise InconsistentTrajectory(f"rollout {rollout_id}: {exc}") from None
+        if not chains:
+            raise InconsistentTrajectory(f"rollout {rollout_id} has no recorded calls")
+        loaded.append(
+            Rollout(
+                rollout_id=rollout_id,
+                group_id=rows[rollout_id].group_id or "",
+                reward=float(rewards.get(rollout_id) or 0.0),
+                chains=chains,
+            )
+        )
+    return loaded
