@@ -73,6 +73,18 @@ def _run(database_url: str, condition: str, params: dict[str, Any], field: str) 
         raise SelectionError(field, f"the condition does not run over trajectories: {first}") from None
 
 
+def check_text(field: str, value: str | None) -> None:
+    """Refuse text Postgres cannot take (a NUL byte, a lone surrogate) before it reaches a query."""
+    if value is None:
+        return
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        raise SelectionError(field, "holds text that is not UTF-8 (a lone surrogate)") from None
+    if "\x00" in value:
+        raise SelectionError(field, "holds a NUL byte")
+
+
 def select_rollouts(
     database_url: str,
     *,
@@ -84,9 +96,9 @@ def select_rollouts(
     is malformed or selects nothing."""
     if (from_run is None) == (where is None):
         raise SelectionError("body", "select the data with either 'from_run' or 'where'")
+    check_text("body.from_run", from_run)
+    check_text("body.where", where)
     if where is not None:
-        if "\x00" in where:
-            raise SelectionError("body.where", "the condition holds a NUL byte")
         ids = _run(database_url, where, {}, "body.where")
         if not ids:
             raise SelectionError("body.where", f"no finished rollout with model calls matches {where!r}")

@@ -25,12 +25,12 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from services.api import evals, rollouts, runs
+from services.api import evals, rollouts, runs, sft
 from services.api.errors import ApiError, Invalid, NotFound, Unauthorized
 from services.api.openapi import MAX_PAGE, build_openapi
 from services.api.plot import reward_curve_png
 from services.api.scheduler import PoolGate, Scheduler, SendRollout, enqueue_pending
-from services.api.schemas import EvalCreate, Health, RunCreate, TasksAdd
+from services.api.schemas import EvalCreate, Health, RunCreate, SFTCreate, TasksAdd
 from shared.db import async_session_factory, async_session_scope, make_async_engine
 from shared.logging import bind
 from shared.metrics import RUNS_CREATED, instrument_app
@@ -236,6 +236,16 @@ async def create_eval(request: web.Request) -> web.Response:
     return _model_response(detail, 201)
 
 
+async def create_sft(request: web.Request) -> web.Response:
+    body = await _body(request, SFTCreate)
+    async with async_session_scope(request.app[SESSIONS]) as session:
+        run = await sft.create_sft(session, body, request.app[SETTINGS])
+    log.info("SFT run created", extra={"run_id": run.id, "steps": read_run_config(run).steps})
+    async with async_session_scope(request.app[SESSIONS]) as session:
+        detail = await runs.run_detail(session, run.id)
+    return _model_response(detail, 201)
+
+
 async def get_eval(request: web.Request) -> web.Response:
     async with async_session_scope(request.app[SESSIONS]) as session:
         detail = await evals.eval_detail(session, request.match_info["eval_id"])
@@ -324,6 +334,7 @@ def create_app(
     app.router.add_post("/v1/runs/{run_id}/stop", stop_run)
     app.router.add_post("/v1/evals", create_eval)
     app.router.add_get("/v1/evals/{eval_id}", get_eval)
+    app.router.add_post("/v1/sft", create_sft)
     app.router.add_get("/v1/evals/{eval_id}/samples", get_eval_samples)
     app.router.add_get("/v1/rollouts/{rollout_id}", get_rollout)
     return app

@@ -93,6 +93,9 @@ class ApiClient:
     def create_eval(self, body: dict[str, Any]) -> dict[str, Any]:
         return self._request("POST", "/v1/evals", json=body).json()  # type: ignore[no-any-return]
 
+    def create_sft(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._request("POST", "/v1/sft", json=body).json()  # type: ignore[no-any-return]
+
     def get_eval(self, eval_id: str) -> dict[str, Any]:
         return self._request("GET", f"/v1/evals/{eval_id}").json()  # type: ignore[no-any-return]
 

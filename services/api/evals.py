@@ -80,8 +80,8 @@ async def resolve_target(session: AsyncSession, body: EvalCreate) -> tuple[EvalT
     source_run = await session.scalar(select(Run).where(Run.id == body.run_id))
     if source_run is None:
         raise Invalid.field("body.run_id", f"no run {body.run_id!r}")
-    if source_run.kind != RunKind.TRAIN:
-        raise Invalid.field("body.run_id", f"{body.run_id} is an eval, not a training run")
+    if source_run.kind not in (RunKind.TRAIN, RunKind.SFT):
+        raise Invalid.field("body.run_id", f"{body.run_id} is an eval, not a training or SFT run")
     version = source_run.policy_version if body.version is None else body.version
     if version == 0:
         return EvalTarget(source="base", run_id=source_run.id), source_run

@@ -68,6 +68,7 @@ def build_openapi() -> dict[str, Any]:
             (schemas.RunCreate, "validation"),
             (schemas.TasksAdd, "validation"),
             (schemas.EvalCreate, "validation"),
+            (schemas.SFTCreate, "validation"),
             (schemas.EvalDetail, "serialization"),
             (schemas.EvalSamples, "serialization"),
             (schemas.Error, "serialization"),
@@ -86,7 +87,8 @@ def build_openapi() -> dict[str, Any]:
         "info": {
             "title": "harnessrl",
             "version": "1",
-            "description": "Create and watch GRPO runs of unmodified coding-agent harnesses; read trajectories.",
+            "description": "Create and watch GRPO runs of unmodified coding-agent harnesses, fine-tune on recorded "
+            "trajectories (SFT); read trajectories.",
         },
         "components": {
             "schemas": components,
@@ -243,6 +245,19 @@ def build_openapi() -> dict[str, Any]:
                             schemas.EvalSamples,
                         ),
                         **_errors(401, 404),
+                    },
+                }
+            },
+            "/v1/sft": {
+                "post": {
+                    "operationId": "createSFT",
+                    "requestBody": _body(schemas.SFTCreate),
+                    "responses": {
+                        "201": _json(
+                            "SFT run created (kind 'sft', running); its learner trains the selected rollouts.",
+                            schemas.RunDetail,
+                        ),
+                        **_errors(401, 422),
                     },
                 }
             },

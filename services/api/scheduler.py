@@ -57,6 +57,8 @@ The api process owns both, in one loop (``Scheduler.run``, started by ``create_a
    pool the same way, FIFO, and the same rebase request makes the updater load what it evaluates under its name; it
    starts once the pool serves that (``PoolGate._serves``). An eval a running run scheduled of its own version
    (``config.eval``) starts beside it, ahead of the queue.
+   An SFT run (``runs.kind = 'sft'``) samples nothing: it is created ``running``, never holds the pool, and its
+   learner completes it; the scheduler only finishes its stop (it has no rollouts to cancel).
 5. **Evals.** An eval run has one step and no learner; it is ``completed`` once every rollout has ended, with its
    figures in its ``evals`` row (``evals.finish_eval``). A training run whose ``config.eval`` is due before step s
    (or after its last step) creates that eval of the version then served and samples on only once it has ended
@@ -438,9 +440,12 @@ class PoolGate:
                 return []
             if not self.exclusive:
                 return [f"{run.id}: {await start_run(session, run)}" for run in queued]
+            # An SFT run samples nothing: it never holds the pool.
             holders = (
                 await session.scalars(
-                    select(Run).where(Run.status.in_((RunStatus.RUNNING, RunStatus.STOPPING)))
+                    select(Run).where(
+                        Run.status.in_((RunStatus.RUNNING, RunStatus.STOPPING)), Run.kind != RunKind.SFT
+                    )
                 )
             ).all()
             served = await asyncio.to_thread(get_served, self._pool())

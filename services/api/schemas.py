@@ -17,11 +17,14 @@ from shared.harnesses import HarnessConfig
 from shared.rollout_records import QueueState, RolloutMeta
 from shared.run_config import (
     NAME_PATTERN,
+    GRPOConfig,
     IssueShown,
     LimitsConfig,
+    LoraConfig,
     RunConfig,
     RunSpec,
     SamplingConfig,
+    SFTSpec,
     TeacherConfig,
 )
 from shared.statuses import Outcome, RunKind, RunStatus
@@ -126,6 +129,22 @@ class EvalCreate(TaskSource):
         if self.seed is not None and self.sampling.seed not in (None, self.seed):
             raise ValueError("'seed' and 'sampling.seed' differ")
         return self
+
+
+class SFTCreate(SFTSpec):
+    """Body of ``POST /v1/sft``: an ``SFTSpec`` (``shared/run_config.py``; every field by its name there) — the
+    data selection (``from_run`` + ``min_reward``, or ``where`` over the ``trajectories`` view), epochs, batch
+    size, learning rate, seed — plus a name, LoRA or full weights, and the learner's ``grpo`` knobs. The api
+    resolves the selection before it writes anything; one that selects no finished rollout with model calls is a
+    422."""
+
+    name: str = Field("", max_length=200)
+    lora: LoraConfig | None = None
+    """Train a LoRA adapter with these settings; null = full weights."""
+    grpo: GRPOConfig = GRPOConfig()
+    """The learner's reconstruction, optimizer and checkpoint knobs (``strategy``, ``max_pack_tokens``,
+    ``adam_*``, ``max_grad_norm``, ``bf16_autocast``, ``checkpoint_every``, ...); its ``learning_rate`` and
+    ``seed`` are replaced by this body's."""
 
 
 # --- responses --------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "rollout": "services.cli.rollout:rollout",
     "sql": "services.cli.sql:sql",
     "eval": "services.cli.eval:eval_command",
+    "sft": "services.cli.sft:sft",
 }
 SERVE: dict[str, str] = {
     "api": "services.api.serve:serve_api",

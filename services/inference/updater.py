@@ -457,7 +457,10 @@ class Updater:
         """The run holding an exclusive pool: the active one, else the oldest queued (next to start)."""
         for statuses in ((RunStatus.RUNNING, RunStatus.STOPPING), (RunStatus.QUEUED,)):
             run_id = session.scalar(
-                select(Run.id).where(Run.status.in_(statuses)).order_by(Run.created_at, Run.id).limit(1)
+                select(Run.id)
+                .where(Run.status.in_(statuses), Run.kind != RunKind.SFT)  # an SFT run samples nothing
+                .order_by(Run.created_at, Run.id)
+                .limit(1)
             )
             if run_id is not None:
                 return str(run_id)
@@ -472,7 +475,11 @@ class Updater:
             servable = (
                 select(Weight)
                 .join(Run, Run.id == Weight.run_id)
-                .where(Weight.status.in_(("published", "loading", "served")), Run.status.not_in(RUN_FINISHED))
+                .where(
+                    Weight.status.in_(("published", "loading", "served")),
+                    Run.status.not_in(RUN_FINISHED),
+                    Run.kind != RunKind.SFT,  # served only as an eval's target or a run's init
+                )
                 .order_by(Weight.created_at.desc(), Weight.id.desc())
             )
             holder = ""
@@ -481,7 +488,9 @@ class Updater:
             else:
                 holder = self._holder(session) or ""
                 active = session.scalars(
-                    select(Run.id).where(Run.status.in_((RunStatus.RUNNING, RunStatus.STOPPING)))
+                    select(Run.id).where(
+                        Run.status.in_((RunStatus.RUNNING, RunStatus.STOPPING)), Run.kind != RunKind.SFT
+                    )
                 ).all()
                 rows = []
                 for run_id in dict.fromkeys([holder, *active]):

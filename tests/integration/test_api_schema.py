@@ -139,6 +139,7 @@ def _scenarios(api: httpx.Client) -> Iterator[tuple[str, str, httpx.Response]]:
     yield "GET", "/v1/evals/{eval_id}", api.get("/v1/evals/eval_missing")
     yield "GET", "/v1/evals/{eval_id}/samples", api.get(f"/v1/evals/{eval_created.json()['id']}/samples")
     yield "GET", "/v1/evals/{eval_id}/samples", api.get("/v1/evals/eval_missing/samples")
+    yield "POST", "/v1/sft", api.post("/v1/sft", json={"from_run": "run_missing"})
     yield "GET", "/openapi.json", api.get("/openapi.json")
     yield "GET", "/health", api.get("/health")
     yield "GET", "/metrics", api.get("/metrics")
@@ -149,7 +150,7 @@ def test_every_documented_status_occurs(
 ) -> None:  # type: ignore[no-untyped-def]
     from sqlalchemy import select, update
 
-    from shared.models import Rollout, Run
+    from shared.models import Call, Chain, Rollout, Run
 
     observed = set(OBSERVED)
     for method, template, response in _scenarios(api):
@@ -168,6 +169,17 @@ def test_every_documented_status_occurs(
     observed.add(("GET", "/v1/rollouts/{rollout_id}", api.get(f"/v1/rollouts/{rollout_id}").status_code))
     observed.add(("GET", "/v1/rollouts/{rollout_id}", api.get("/v1/rollouts/ro_missing").status_code))
     observed.add(("POST", "/v1/runs/{run_id}/stop", api.post(f"/v1/runs/{run_id}/stop").status_code))
+    # That rollout, closed with a recorded call, is data an SFT run can select.
+    with db.begin() as session:
+        session.execute(update(Rollout).where(Rollout.id == rollout_id).values(status="graded"))
+        chain = Chain(rollout_id=rollout_id, tokens_prefix="")
+        session.add(chain)
+        session.flush()
+        session.add(
+            Call(rollout_id=rollout_id, chain_id=chain.id, position=0, provider_api="openai_chat", prompt_tokens=4,
+                 suffix_tokens=4, completion_tokens=2, finish_reason="stop", policy_version=0, tokens_key="k")
+        )  # fmt: skip
+    observed.add(("POST", "/v1/sft", api.post("/v1/sft", json={"from_run": run_id}).status_code))
 
     missing = documented_statuses(openapi_document) - observed
     assert not missing, f"documented but never observed: {sorted(missing)}"

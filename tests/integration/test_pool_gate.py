@@ -50,9 +50,9 @@ class Pool:
         self.gate = PoolGate(redis_url, exclusive=True, resend_s=0.0)
         self.created = datetime.now(UTC)
 
-    def add(self, name: str, status: str, lora: dict[str, Any] | None = None) -> str:
+    def add(self, name: str, status: str, lora: dict[str, Any] | None = None, **more: Any) -> str:
         self.created += timedelta(seconds=1)  # creation order is the queue's order
-        fields: dict[str, Any] = {"lora": lora} if lora else {}
+        fields: dict[str, Any] = ({"lora": lora} if lora else {}) | more
         run = run_row(f"run_{name}", "reference", group_size=1, task_ids=[], **fields)
         run.status, run.created_at = status, self.created
         with session_scope(self.db) as session:
@@ -152,3 +152,15 @@ def test_an_unmanaged_pool_starts_the_oldest_queued_run_without_a_rebase(pool: P
     second = pool.add("b", RunStatus.QUEUED)
     pool.promote()
     assert pool.statuses() == {first: "running", second: "queued"}
+
+
+def test_an_sft_run_never_holds_the_pool(pool: Pool) -> None:
+    """An SFT run samples nothing: while it trains, a queued full-weight run starts as if it were not there."""
+    set_served(pool.redis, "", 0)
+    sft = pool.add("sft", RunStatus.RUNNING, sft={"from_run": "run_x", "rollout_ids": ["ro_1"]})
+    queued = pool.add("a", RunStatus.QUEUED)
+    with session_scope(pool.db) as session:
+        assert session.get(Run, sft).kind == "sft"  # type: ignore[union-attr]
+    set_served(pool.redis, queued, 0)
+    pool.promote()
+    assert pool.statuses() == {sft: "running", queued: "running"}
