@@ -193,6 +193,37 @@ def all_reduce_gradients(model: torch.nn.Module) -> None:
         dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
 
 
+def apply_update(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    out: reconstruct.StrategyOutput,
+    config: GRPOConfig,
+    world_size: int,
+) -> tuple[torch.Tensor, int, float]:
+    """After a strategy's backward passes: sum over data-parallel ranks (a replicated model's gradients; every
+    rank's loss-token logprobs and token counts), clip by global norm, take the optimizer step. Returns the batch's
+    loss-token logprobs, the tokens computed and the gradient norm (0.0 without clipping). The SFT step
+    (``sft.py``) ends the same way."""
+    logprobs, tokens = out.logprobs, out.tokens_computed
+    if world_size > 1:
+        import torch.distributed as dist
+
+        if not reconstruct.is_sharded(model):
+            all_reduce_gradients(model)
+        dist.all_reduce(logprobs, op=dist.ReduceOp.SUM)  # each loss token was computed by exactly one rank
+        counted = torch.tensor([tokens], dtype=torch.int64)
+        dist.all_reduce(counted, op=dist.ReduceOp.SUM)
+        tokens = int(counted.item())
+    grad_norm = float("nan")
+    if config.max_grad_norm is not None:
+        norm = torch.nn.utils.clip_grad_norm_(
+            [p for p in model.parameters() if p.requires_grad], config.max_grad_norm
+        )
+        grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+    optimizer.step()
+    return logprobs, tokens, grad_norm if math.isfinite(grad_norm) else 0.0
+
+
 @dataclass
 class StepResult:
     metrics: dict[str, float]
@@ -263,28 +294,11 @@ def _grpo_step(
         bf16_autocast=reconstruct.resolve_bf16(config.bf16_autocast, device),
         trie_attention=config.trie_attention,
     )
-    logprobs = out.logprobs
-    tokens = out.tokens_computed
-    if world_size > 1:
-        import torch.distributed as dist
-
-        if not reconstruct.is_sharded(model):
-            all_reduce_gradients(model)
-        dist.all_reduce(logprobs, op=dist.ReduceOp.SUM)  # each loss token was computed by exactly one rank
-        counted = torch.tensor([tokens], dtype=torch.int64)
-        dist.all_reduce(counted, op=dist.ReduceOp.SUM)
-        tokens = int(counted.item())
-    grad_norm = float("nan")
-    if config.max_grad_norm is not None:
-        norm = torch.nn.utils.clip_grad_norm_(
-            [p for p in model.parameters() if p.requires_grad], config.max_grad_norm
-        )
-        grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
-    optimizer.step()
+    logprobs, tokens, grad_norm = apply_update(model, optimizer, out, config, world_size)
     metrics = objective.metrics(logprobs)
     rewards = np.asarray([r.reward for r in batch.rollouts], np.float64)
     metrics.update(
-        grad_norm=grad_norm if math.isfinite(grad_norm) else 0.0,
+        grad_norm=grad_norm,
         reward_mean=float(rewards.mean()) if len(rewards) else 0.0,
         reward_std=float(rewards.std()) if len(rewards) else 0.0,
         loss_tokens=float(batch.n_loss_tokens),

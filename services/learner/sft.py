@@ -22,7 +22,6 @@ epoch)``. A restarted learner therefore replays the steps after its checkpoint o
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
@@ -30,6 +29,7 @@ import numpy as np
 import torch
 
 from services.learner import reconstruct
+from services.learner.grpo import apply_update
 from services.learner.memory import PeakMemory
 from services.learner.types import TrainingBatch
 from shared.run_config import GRPOConfig, SFTConfig
@@ -113,31 +113,11 @@ def sft_step(
             bf16_autocast=reconstruct.resolve_bf16(config.bf16_autocast, device),
             trie_attention=config.trie_attention,
         )
-        logprobs, tokens = out.logprobs, out.tokens_computed
-        if world_size > 1:
-            import torch.distributed as dist
-
-            from services.learner.grpo import all_reduce_gradients
-
-            if not reconstruct.is_sharded(model):
-                all_reduce_gradients(model)
-            dist.all_reduce(
-                logprobs, op=dist.ReduceOp.SUM
-            )  # each loss token was computed by exactly one rank
-            counted = torch.tensor([tokens], dtype=torch.int64)
-            dist.all_reduce(counted, op=dist.ReduceOp.SUM)
-            tokens = int(counted.item())
-        grad_norm = float("nan")
-        if config.max_grad_norm is not None:
-            norm = torch.nn.utils.clip_grad_norm_(
-                [p for p in model.parameters() if p.requires_grad], config.max_grad_norm
-            )
-            grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
-        optimizer.step()
+        logprobs, tokens, grad_norm = apply_update(model, optimizer, out, config, world_size)
         rewards = np.asarray([r.reward for r in batch.rollouts], np.float64)
         metrics = {
             "loss": objective.loss(logprobs),
-            "grad_norm": grad_norm if math.isfinite(grad_norm) else 0.0,
+            "grad_norm": grad_norm,
             "reward_mean": float(rewards.mean()) if len(rewards) else 0.0,
             "reward_std": float(rewards.std()) if len(rewards) else 0.0,
             "loss_tokens": float(batch.n_loss_tokens),
