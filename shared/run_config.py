@@ -382,6 +382,21 @@ class SFTConfig(SFTSpec):
         return self.epochs * self.steps_per_epoch()
 
 
+class InitFrom(_Section):
+    """Start a training run from another run's published version (``RunSpec.init``; ``harnessrl run create --init
+    RUN[@VERSION]``): an SFT warm start, or a GRPO run continued. The learner loads that version's full weights
+    (checked against its ``weights`` row's sha256) instead of the model directory's, and the inference pool serves
+    them as the new run's version 0 (``services/inference/updater.py``). Only full weights: a LoRA run trains an
+    adapter on the served base weights, so neither it nor a LoRA version can be an init."""
+
+    run_id: str = Field(min_length=1, max_length=200)
+    version: int | None = Field(None, ge=0, le=1_000_000)
+    """null = the run's newest version when the run is created; the api stores the number it resolved."""
+
+    def __str__(self) -> str:
+        return f"{self.run_id}@{self.version}"
+
+
 WITHHELD_ISSUE = "Fix the bug in this repository so that its tests pass."
 """What the agent is told instead of the task's problem statement when a run's ``issue`` is ``withheld``."""
 
@@ -412,6 +427,8 @@ class RunSpec(_Section):
     teacher: TeacherConfig | None = None
     """Who answers the model calls instead of the policy (``TeacherConfig``); null = the policy. A teacher's calls
     are recorded with ``source = teacher`` and are never trained on by GRPO (they carry no logprobs)."""
+    init: InitFrom | None = None
+    """Start from another run's published version instead of the model directory's weights; null = the base."""
     issue: IssueShown = "shown"
     """What the agent is told: ``shown`` = each task's problem statement; ``withheld`` = one fixed line for every
     task (``WITHHELD_ISSUE``), a control: the pass@1 a policy keeps without the issue text is what it solves from

@@ -84,6 +84,9 @@ async def resolve_target(session: AsyncSession, body: EvalCreate) -> tuple[EvalT
         raise Invalid.field("body.run_id", f"{body.run_id} is an eval, not a training or SFT run")
     version = source_run.policy_version if body.version is None else body.version
     if version == 0:
+        init = read_run_config(source_run).init
+        if init is not None and init.version:  # its version 0 is the version it started from (RunSpec.init)
+            return EvalTarget(source="weights", run_id=init.run_id, version=init.version), source_run
         return EvalTarget(source="base", run_id=source_run.id), source_run
     weight = await session.scalar(
         select(Weight).where(Weight.run_id == source_run.id, Weight.version == version)
@@ -184,7 +187,9 @@ async def due_eval(session: AsyncSession, run: Run, config: RunConfig, at_step: 
     else:
         dataset, task_ids, split = config.dataset, list(config.task_ids), None
     version = run.policy_version
-    source = "base" if version == 0 else ("adapter" if config.lora is not None else "weights")
+    # Version 0 of a run started from another run's version (RunSpec.init) is those weights, not the base.
+    base = version == 0 and (config.init is None or not config.init.version)
+    source = "base" if base else ("adapter" if config.lora is not None else "weights")
     target = EvalTarget(source=source, run_id=run.id, version=version, at_step=at_step)
     eval_config = _eval_config(
         model=config.model, harness=spec.harness or config.harness, samples=spec.samples or config.group_size,

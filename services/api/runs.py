@@ -36,15 +36,16 @@ from services.api.schemas import (
 )
 from services.api.task_sources import resolve_tasks
 from services.api.teachers import check_teacher
+from shared.adapters import is_adapter_key
 from shared.context_fit import first_prompt_warning
 from shared.harnesses import HarnessConfig
 from shared.host_paths import HostPathRefused, check_shell_paths
 from shared.ids import new_id
-from shared.models import Group, Reward, Rollout, Run, Step
+from shared.models import Group, Reward, Rollout, Run, Step, Weight
 from shared.models import Task as TaskRow
-from shared.run_config import RunConfig, RunConfigError, RunSpec, read_run_config
+from shared.run_config import InitFrom, RunConfig, RunConfigError, RunSpec, read_run_config
 from shared.settings import Settings
-from shared.statuses import ROLLOUT_TERMINAL, RUN_FINISHED, RunKind, RunStatus
+from shared.statuses import ROLLOUT_TERMINAL, RUN_FINISHED, RunKind, RunStatus, WeightStatus
 from shared.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -117,6 +118,40 @@ async def upsert_tasks(session: AsyncSession, dataset: str, tasks: list[Task]) -
     return [ids[t.instance_id] for t in tasks]
 
 
+async def resolve_init(session: AsyncSession, body: RunCreate) -> tuple[InitFrom | None, str | None]:
+    """The run's ``init`` with its version resolved (null = the init run's newest), checked — a run that exists and
+    trains (not an eval), a published full-weight version, never with ``lora`` (``shared/run_config.py:
+    InitFrom``); a 422 naming ``body.init`` otherwise — and the model directory the new run trains: the init
+    run's (its weights are that model's)."""
+    init = body.init
+    if init is None:
+        return None, None
+    if body.lora is not None:
+        raise Invalid.field(
+            "body.init", "a LoRA run trains an adapter on the served base weights; drop init or lora"
+        )
+    source = await session.get(Run, init.run_id)
+    if source is None:
+        raise Invalid.field("body.init.run_id", f"no run {init.run_id!r}")
+    if source.kind not in (RunKind.TRAIN, RunKind.SFT):
+        raise Invalid.field("body.init.run_id", f"{init.run_id} is an eval: it publishes no weights")
+    source_config, error = _stored_config(source)
+    if source_config is None:
+        raise Invalid.field("body.init.run_id", f"its config cannot be read: {error}")
+    version = source.policy_version if init.version is None else init.version
+    if version == 0:  # its version 0: what it started from, its own init or the base weights
+        return source_config.init, source_config.model_dir
+    weight = await session.scalar(select(Weight).where(Weight.run_id == source.id, Weight.version == version))
+    if weight is None or weight.status in (WeightStatus.REJECTED, WeightStatus.FAILED):
+        why = "was not published" if weight is None else f"was {weight.status}"
+        raise Invalid.field("body.init.version", f"version {version} of run {source.id} {why}")
+    if is_adapter_key(weight.object_key):
+        raise Invalid.field(
+            "body.init.version", f"version {version} of run {source.id} is a LoRA adapter, not weights"
+        )
+    return InitFrom(run_id=source.id, version=version), source_config.model_dir
+
+
 async def _run_or_404(session: AsyncSession, run_id: str, lock: bool = False) -> Run:
     query = select(Run).where(Run.id == run_id)
     run = await session.scalar(query.with_for_update() if lock else query)
@@ -139,11 +174,14 @@ async def create_run(
                 raise Conflict(f"Idempotency-Key {idempotency_key!r} was used with a different request body")
             return existing, False
 
+    init, model_dir = await resolve_init(session, body)
     dataset, tasks = resolve_tasks(body)
     check_teacher(body.teacher, dataset, body.split, tasks)
     task_ids = await upsert_tasks(session, dataset, tasks)
     config = RunConfig(
-        **{name: getattr(body, name) for name in RunSpec.model_fields},
+        **{name: getattr(body, name) for name in RunSpec.model_fields if name != "init"},
+        init=init,
+        model_dir=model_dir,
         dataset=dataset,
         task_ids=task_ids,
         # Fixed at creation: the learner trains on exactly this many groups per step, so it never waits for

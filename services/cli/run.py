@@ -253,6 +253,14 @@ def _task_source(
     return source
 
 
+def init_from(text: str) -> dict[str, Any]:
+    """``RUN`` or ``RUN@VERSION`` as the body's ``init`` (``shared/run_config.py: InitFrom``)."""
+    run_id, at, version = text.partition("@")
+    if not run_id or (at and not version.isdigit()):
+        raise click.BadParameter(f"expected RUN or RUN@VERSION, got {text!r}", param_hint="--init")
+    return {"run_id": run_id, "version": int(version)} if at else {"run_id": run_id}
+
+
 @click.group()
 def run() -> None:
     """Create, list, inspect, watch and stop training runs (through the REST API)."""
@@ -293,6 +301,13 @@ def run() -> None:
 @click.option(
     "--limit", "limits", multiple=True, metavar="KEY=VALUE", help="Rollout limit (e.g. wall_clock_s=600)."
 )
+@click.option(
+    "--init",
+    "init",
+    default=None,
+    metavar="RUN[@VERSION]",
+    help="Start from another run's published version (an SFT run's; default its newest) instead of the base.",
+)
 @click.option("--idempotency-key", default=None, help="Repeat this create safely.")
 @click.option(
     "--strict",
@@ -305,7 +320,7 @@ def run() -> None:
 def create(
     harness: str, model: str | None, dataset: str | None, split: str | None, tasks_file: Path | None, instance_ids: tuple[str, ...],
     group_size: int, groups_per_step: int | None, steps: int, name: str, harness_command: str | None,
-    harness_options: tuple[str, ...], grpo: tuple[str, ...], eval_: tuple[str, ...], sampling: tuple[str, ...], limits: tuple[str, ...], idempotency_key: str | None,
+    harness_options: tuple[str, ...], grpo: tuple[str, ...], eval_: tuple[str, ...], sampling: tuple[str, ...], limits: tuple[str, ...], init: str | None, idempotency_key: str | None,
     strict: bool, teacher: str | None, teacher_model: str | None, teacher_key_env: str | None, api_url: str | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Create a run; its first step's rollouts are queued at once. Settings are ``RunSpec`` fields
@@ -341,6 +356,8 @@ def create(
         if value is not None:
             body[key] = value
     body.update(_task_source(dataset, tasks_file, instance_ids))
+    if init is not None:
+        body["init"] = init_from(init)
     with api_client(api_url) as client:
         try:
             created = client.create_run(body, idempotency_key)

@@ -30,6 +30,12 @@ serve the base weights again (a swap from the model directory's own safetensors;
 still holds them) as version 0 of that run, and the pool's state in Redis names the run. A version published by
 a run that does not hold the pool is rejected with the reason, never served.
 
+A training run started from another run's version (``RunSpec.init``: an SFT run's, a GRPO run's) has those weights
+as its version 0: the rebase (and a catch-up before the run published a version of its own) serves that version's
+full weights, checked against its ``weights`` row's sha256, labelled 0 under the run's name. SFT runs
+(``runs.kind = 'sft'``) sample nothing: they never hold the pool and catch-up never serves their versions, which
+are served only as an eval's target or a run's init.
+
 Evals (``runs.kind = 'eval'``) take the pool with the same rebase message; the updater reads what the eval
 evaluates from its config (``RunConfig.target``) and serves it under the eval's name: the base weights (version
 0), a run's published full weights of version N (its ``weights`` row's object, checked against the row's sha256;
@@ -75,7 +81,7 @@ from shared.inference_client import InferenceUnavailable
 from shared.models import Run, Weight
 from shared.objectstore import ObjectNotFound, ObjectStore, ObjectStoreError
 from shared.pool import set_served
-from shared.run_config import EvalTarget, RunConfigError, read_run_config
+from shared.run_config import EvalTarget, InitFrom, RunConfigError, read_run_config
 from shared.statuses import RUN_FINISHED, RunKind, RunStatus
 
 log = logging.getLogger(__name__)
@@ -319,6 +325,9 @@ class Updater:
         target = await asyncio.to_thread(self._target_of, run_id)
         if target is not None and target.source != "base":
             return await self.serve_eval(run_id, target)
+        init = await asyncio.to_thread(self._init_of, run_id)
+        if init is not None:
+            return await self.serve_init(run_id, init)
         if self.served == (run_id, 0) and self.engine_holds_base:
             return Outcome("skipped")
         outcome = await self._serve_base(run_id)
@@ -392,14 +401,46 @@ class Updater:
         return outcome
 
     async def _serve_eval_weights(self, eval_id: str, target: EvalTarget) -> Outcome:
-        run_id, version = target.run_id or "", target.version
+        return await self._serve_run_weights(eval_id, target.run_id or "", target.version, target.version)
+
+    # --- a training run's init ------------------------------------------------------------------------------
+    def _init_of(self, run_id: str) -> InitFrom | None:
+        """A training run's ``init`` (another run's version it starts from; ``RunSpec.init``), None for the base."""
+        with session_scope(self.sessions) as session:
+            run = session.get(Run, run_id)
+            if run is None or run.kind != RunKind.TRAIN:
+                return None
+            try:
+                init = read_run_config(run).init
+            except RunConfigError:
+                return None
+            return init if init is not None and init.version else None
+
+    async def serve_init(self, run_id: str, init: InitFrom) -> Outcome:
+        """Serve the version a run starts from as its version 0 (``RunSpec.init``; the pool's rebase of it)."""
+        try:
+            outcome = await self._serve_run_weights(run_id, init.run_id, init.version or 0, 0)
+        except (SwapFailed, InferenceUnavailable, ObjectStoreError, OSError, CheckpointRejected) as exc:
+            outcome = Outcome("failed", str(exc))
+        if outcome.status in ("rejected", "failed"):
+            log.error("cannot serve run %s's init %s: %s", run_id, init, outcome.error)
+        else:
+            log.info(
+                "the pool serves run %s at version 0: the weights of %s (%s)", run_id, init, outcome.status
+            )
+        return outcome
+
+    async def _serve_run_weights(self, serve_as: str, run_id: str, version: int, label: int) -> Outcome:
+        """Serve run ``run_id``'s published full weights of ``version`` under the name ``serve_as``, labelled
+        ``label`` (an eval: the evaluated version; a run started from them: its version 0)."""
         if self.engine_source == (
             "weights",
             run_id,
             version,
         ):  # already loaded: only the pool's state changes
-            await self._set_served(eval_id, version)
-            self.served = (eval_id, version)
+            await label_version(self.http, self.base_url, label)
+            await self._set_served(serve_as, label)
+            self.served = (serve_as, label)
             return Outcome("skipped")
         row = await asyncio.to_thread(self._weights_row, run_id, version)
         if row is None:
@@ -410,15 +451,15 @@ class Updater:
         blob = await asyncio.to_thread(self.store.get_bytes, key)
         await asyncio.to_thread(validate_checkpoint, blob, self.expected, sha256, f"weights {key!r}")
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        path = self.work_dir / f"eval-{eval_id}.safetensors"
+        path = self.work_dir / f"serve-{serve_as}.safetensors"
         await asyncio.to_thread(path.write_bytes, blob)
         try:
             swap_ms = await swap_weights(
-                self.http, self.base_url, path, version, on_swapped=lambda: self._set_served(eval_id, version)
+                self.http, self.base_url, path, label, on_swapped=lambda: self._set_served(serve_as, label)
             )
         finally:
             path.unlink(missing_ok=True)
-        self.served, self.engine_holds_base = (eval_id, version), False
+        self.served, self.engine_holds_base = (serve_as, label), False
         self.engine_source = ("weights", run_id, version)
         return Outcome("served", swap_ms=swap_ms)
 
@@ -514,7 +555,12 @@ class Updater:
         # or an adapter beside LoRA runs. An eval a running run scheduled of its own version samples the run's.
         evals = await asyncio.to_thread(self._active_eval_targets)
         holder_target = next((t for e, t in evals if e == holder and t.source != "base"), None)
-        if not weights_served and (holder_target is None or holder_target.source == "adapter"):
+        init = await asyncio.to_thread(self._init_of, holder) if holder else None
+        if not weights_served and holder_target is None and init is not None:
+            await self.serve_init(
+                holder, init
+            )  # a run started from another run's version: that is its version 0
+        elif not weights_served and (holder_target is None or holder_target.source == "adapter"):
             await label_version(self.http, self.base_url, 0)
             await self._set_served(holder, 0)
         for eval_id, target in evals:

@@ -83,7 +83,13 @@ from services.learner.distributed import (
 )
 from services.learner.loader import GroupSetAside, load_group
 from services.learner.policy import build_policy, served_dtype
-from services.learner.publish import PublishedWeights, published_tensors, put_weights, weights_key
+from services.learner.publish import (
+    PublishedWeights,
+    published_tensors,
+    put_weights,
+    read_published,
+    weights_key,
+)
 from services.learner.reconstruct import resolve_bf16
 from services.learner.timing import record_timing
 from services.learner.trainer import Trainer
@@ -93,7 +99,7 @@ from shared.db import make_engine, session_factory, session_scope
 from shared.events import GroupEntry, GroupStreamConsumer, connect, publish_weights
 from shared.models import Group, Run, Step, Weight
 from shared.models import Rollout as RolloutRow
-from shared.objectstore import open_store
+from shared.objectstore import ObjectNotFound, open_store
 from shared.rollout_records import set_aside
 from shared.run_config import RunConfigError, read_run_config
 from shared.settings import Settings
@@ -180,6 +186,7 @@ class Learner:
             last_step = session.scalar(select(func.max(Step.step)).where(Step.run_id == self.run_id)) or 0
         self.config = run_config.grpo
         self.lora = run_config.lora
+        self.init = run_config.init
         self.groups_per_step = run_config.groups_per_step
         # One bound for the scheduler (how far sampling runs ahead) and this drop; unset: on-policy sampling, and
         # the service's bound for what an on-policy run can still leave behind (shared/run_config.py).
@@ -197,8 +204,10 @@ class Learner:
         sharded = self.world_size > 1 and self.config.data_parallel == "fsdp"
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.bf16 = resolve_bf16(self.config.bf16_autocast, device)
+        init_state = self._init_state()
         self.model = build_policy(
             self.model_dir,
+            init_state=init_state,
             lora=self.lora,
             activation_checkpointing=self.config.activation_checkpointing,
             shard=sharded,
@@ -209,7 +218,9 @@ class Learner:
         self.optimizer = grpo.make_optimizer(self.model, self.config)
         self.reference = None
         if self.config.kl_coef:
-            self.reference = build_policy(self.model_dir, shard=sharded, bf16=self.bf16).eval()
+            self.reference = build_policy(
+                self.model_dir, init_state=init_state, shard=sharded, bf16=self.bf16
+            ).eval()
         self.trainer = Trainer(
             model=self.model,
             optimizer=self.optimizer,
@@ -219,6 +230,22 @@ class Learner:
             rank=self.rank,
             world_size=self.world_size,
         )
+
+    def _init_state(self) -> dict[str, torch.Tensor] | None:
+        """The weights of the run's ``init`` version (another run's, ``RunSpec.init``), or None: the base."""
+        if self.init is None or not self.init.version:
+            return None
+        with session_scope(self.sessions) as session:
+            row = session.scalars(
+                select(Weight).where(Weight.run_id == self.init.run_id, Weight.version == self.init.version)
+            ).first()
+            key, sha256 = (row.object_key, row.sha256) if row is not None else (None, None)
+        if key is None:
+            raise LearnerError(f"init {self.init}: no such published version")
+        try:
+            return read_published(self.store, key, sha256)
+        except (ValueError, ObjectNotFound) as exc:
+            raise LearnerError(f"init {self.init}: {exc}") from None
 
     # --- resuming --------------------------------------------------------------------------------------------
     def _resume(self, last_step: int) -> None:

@@ -1,5 +1,6 @@
-"""Building the policy for training: a Hugging Face causal LM with the trie-aware attention installed, optionally
-a LoRA adapter on it (peft), activation checkpointing per decoder layer, and FSDP2 sharding across ranks.
+"""Building the policy for training: a Hugging Face causal LM with the trie-aware attention installed, its weights
+optionally replaced by another run's published version (``RunSpec.init``), optionally a LoRA adapter on it (peft),
+activation checkpointing per decoder layer, and FSDP2 sharding across ranks.
 
 Order matters: attention is installed on the plain model (peft forwards calls to it), LoRA wraps it, activation
 checkpointing is switched on per decoder layer, and ``fully_shard`` comes last (it shards what exists).
@@ -42,9 +43,26 @@ def with_lora(model: torch.nn.Module, lora: LoraConfig) -> torch.nn.Module:
     return wrapped  # type: ignore[no-any-return]
 
 
+def load_weights(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
+    """Overwrite ``model``'s weights with a published version's tensors (``publish.published_tensors``: every
+    tensor by its Hugging Face name, a tied output head left out), cast to the model's dtypes."""
+    tied = bool(getattr(getattr(model, "config", None), "tie_word_embeddings", False))
+    own = model.state_dict()
+    missing = sorted(set(own) - set(state) - ({"lm_head.weight"} if tied else set()))
+    unexpected = sorted(set(state) - set(own))
+    if missing or unexpected:
+        raise ValueError(
+            f"the init weights do not fit the model: missing {missing[:3]}, unexpected {unexpected[:3]}"
+        )
+    with torch.no_grad():
+        for name, tensor in state.items():
+            own[name].copy_(tensor.to(own[name].dtype))
+
+
 def build_policy(
     model_dir: Path,
     *,
+    init_state: dict[str, torch.Tensor] | None = None,
     lora: LoraConfig | None = None,
     activation_checkpointing: bool = False,
     shard: bool = False,
@@ -52,6 +70,8 @@ def build_policy(
 ) -> torch.nn.Module:
     """The trainable policy; ``shard`` = FSDP2 over the default process group (``distributed.shard_model``)."""
     model = load_policy(model_dir)
+    if init_state is not None:  # another run's version (RunSpec.init), before anything wraps the model
+        load_weights(model, init_state)
     if torch.cuda.is_available():
         model = model.cuda()
     if activation_checkpointing:

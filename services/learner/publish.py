@@ -103,3 +103,13 @@ def put_weights(
         key = weights_key(run_id, version)
     store.put_bytes(key, blob)
     return PublishedWeights(key, len(blob), hashlib.sha256(blob).hexdigest())
+
+
+def read_published(store: ObjectStore, object_key: str, sha256: str | None) -> dict[str, torch.Tensor]:
+    """A published version's tensors (what ``put_weights`` wrote), checked against its ``weights`` row's sha256."""
+    from safetensors.torch import load
+
+    blob = store.get_bytes(object_key)
+    if sha256 is not None and hashlib.sha256(blob).hexdigest() != sha256:
+        raise ValueError(f"{object_key} does not match its weights row's sha256")
+    return load(blob)

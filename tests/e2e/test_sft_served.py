@@ -6,6 +6,7 @@ Real pieces end to end: rollouts recorded as the gateway and grader record them 
 updater on a real vLLM server exactly as ``harnessrl eval --run SFT_RUN`` serves it (an eval's ``weights``
 target). vLLM itself scores the demonstrated tokens (``prompt_logprobs``) under version 0 and under the SFT
 version: every demonstration's mean logprob must rise, and the unrewarded rollouts', which SFT never saw, by less.
+A GRPO run started from the SFT version (``--init``) is then served those weights as its version 0 by the rebase.
 """
 
 from __future__ import annotations
@@ -31,7 +32,12 @@ from tests.e2e.test_inference_server import PROMPT
 from tests.e2e.test_inference_swap import updater  # noqa: F401  (fixture reused)
 from tests.fixtures.services import run_row
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.slow,
+    pytest.mark.asyncio(loop_scope="session"),
+    pytest.mark.timeout(1500),  # the shared vLLM server may start first: minutes on a busy 2-core machine
+]
 
 EPOCHS = 6
 
@@ -120,6 +126,19 @@ async def test_sft_lowers_its_loss_and_raises_the_demonstrated_tokens_served_log
     async with InferenceClient(vllm_server) as client:
         assert (await client.complete(PROMPT, max_tokens=4, seed=1)).policy_version == EPOCHS
     after = mean_served(vllm_server, chains)
+
+    # A GRPO run started from the SFT version (--init SFT_RUN@N): the pool's rebase serves those weights as its
+    # version 0, not the base weights (rebased to a run without init first, so the engine really swaps).
+    plain, warm = f"run-{uuid.uuid4().hex[:8]}", f"run-{uuid.uuid4().hex[:8]}"
+    with session_scope(db) as session:
+        session.add(run_row(plain, model="tiny", group_size=1))
+        session.add(run_row(warm, model="tiny", group_size=1, init={"run_id": sft_id, "version": EPOCHS}))
+    assert (await updater.rebase(plain)).status == "served"
+    assert mean_served(vllm_server, chains) == pytest.approx(before, abs=1e-4)  # the base weights again
+    assert (await updater.rebase(warm)).status == "served"
+    async with InferenceClient(vllm_server) as client:
+        assert (await client.complete(PROMPT, max_tokens=4, seed=1)).policy_version == 0
+    assert mean_served(vllm_server, chains) == pytest.approx(after, abs=1e-4)
 
     rise = {rid: after[rid] - before[rid] for rid in chains}
     print(f"SFT losses {[round(x, 3) for x in losses]}; served mean logprob rise: "

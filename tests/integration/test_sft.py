@@ -19,7 +19,7 @@ from shared.models import Reward, Rollout, Run, Step, Weight
 from shared.rollout_selection import SelectionError, select_rollouts
 from shared.tensorboard import read_scalars, run_logdir
 from tests.fixtures import product
-from tests.fixtures.product import ApiServer
+from tests.fixtures.product import ApiServer, task_spec
 from tests.fixtures.services import run_row
 
 pytestmark = pytest.mark.integration
@@ -167,7 +167,7 @@ def test_a_restarted_sft_learner_replays_to_the_same_weights(  # type: ignore[no
 
 
 def test_post_sft_checks_the_selection_before_writing_and_the_cli_prints_the_run_id(  # type: ignore[no-untyped-def]
-    api_server: ApiServer, settings_env, db, recorded
+    api_server: ApiServer, settings_env, db, recorded, tiny_model_dir
 ) -> None:
     with api_server.client() as api:
         count = "SELECT count(*) FROM runs WHERE kind = 'sft'"
@@ -199,6 +199,37 @@ def test_post_sft_checks_the_selection_before_writing_and_the_cli_prints_the_run
         assert api.get(f"/v1/runs/{detail['id']}").json()["kind"] == "sft"
         assert api.post(f"/v1/runs/{detail['id']}/stop").json()["status"] == "stopping"
 
+        # Its published version is what a GRPO run starts from (--init) and what an eval evaluates (--run).
+        sft_id = detail["id"]
+        with session_scope(db) as session:
+            key = f"weights/{sft_id}/1/model.safetensors"
+            session.add(Weight(run_id=sft_id, version=1, object_key=key, status="published", sha256="0" * 64))
+            session.execute(text("UPDATE runs SET policy_version = 1 WHERE id = :id"), {"id": sft_id})
+        run = {"model": "policy", "harness": "reference", "tasks": [task_spec("sft-init")], "group_size": 1}
+        for init, loc in (
+            ({"run_id": "run_missing"}, "body.init.run_id"),
+            ({"run_id": sft_id, "version": 2}, "body.init.version"),
+        ):
+            response = api.post("/v1/runs", json={**run, "init": init})
+            assert response.status_code == 422 and response.json()["detail"][0]["loc"] == loc, response.text
+        lora = api.post("/v1/runs", json={**run, "init": {"run_id": sft_id}, "lora": {"rank": 4}})
+        assert lora.status_code == 422 and lora.json()["detail"][0]["loc"] == "body.init", lora.text
+        started = api.post("/v1/runs", json={**run, "init": {"run_id": sft_id}})
+        assert started.status_code == 201, started.text
+        assert started.json()["config"]["init"] == {"run_id": sft_id, "version": 1}  # the newest, resolved
+        evaluate = {"harness": "reference", "tasks": [task_spec("sft-eval")], "run_id": sft_id}
+        evaluated = api.post("/v1/evals", json=evaluate)
+        assert evaluated.status_code == 201, evaluated.text
+        assert (evaluated.json()["source"], evaluated.json()["version"]) == ("weights", 1)
+        of_init = api.post("/v1/evals", json={**evaluate, "run_id": started.json()["id"], "version": 0})
+        assert (of_init.json()["source"], of_init.json()["source_run_id"], of_init.json()["version"]) == (
+            "weights",
+            sft_id,
+            1,
+        )  # the started run's version 0 is the SFT version it started from
+        for run_id in (started.json()["id"], evaluated.json()["id"], of_init.json()["id"]):
+            api.post(f"/v1/runs/{run_id}/stop")
+
     env = {**settings_env, "HARNESSRL_API_URL": api_server.url}
     where = f"run_id = '{recorded.run_id}' AND reward >= 1"
     result = CliRunner().invoke(
@@ -215,3 +246,39 @@ def test_post_sft_checks_the_selection_before_writing_and_the_cli_prints_the_run
     assert refused.exit_code == 1 and "no finished rollout" in refused.output
     both = CliRunner().invoke(cli, ["sft", "--where", "true", "--from-run", recorded.run_id], env=env)
     assert both.exit_code == 2 and "--from-run RUN" in both.output
+
+
+def test_a_training_run_started_from_an_sft_version_trains_from_its_weights(  # type: ignore[no-untyped-def]
+    settings, db, store, recorded, tiny_model_dir
+) -> None:
+    """``--init SFT_RUN@N``: the GRPO learner's policy (and reference) start as the SFT run's version N."""
+    import torch
+
+    from services.learner.loop import Learner, LearnerError
+    from services.learner.publish import read_published
+
+    rewarded = _rewarded(db, recorded.run_id)
+    sft_id = _sft_run(db, recorded.run_id, rewarded, str(tiny_model_dir), epochs=2, batch_rollouts=4,
+                      learning_rate=1e-3)  # fmt: skip
+    _train(settings, sft_id)
+    with session_scope(db) as session:
+        weight = session.scalars(select(Weight).where(Weight.run_id == sft_id, Weight.version == 2)).one()
+        key, sha256 = weight.object_key, weight.sha256
+    sft_weights = read_published(store, key, sha256)
+
+    def grpo_run(init: dict[str, object]) -> str:
+        run_id = new_id("run")
+        with session_scope(db) as session:
+            session.add(run_row(run_id, model="tiny", model_dir=str(tiny_model_dir), init=init,
+                                grpo={"kl_coef": 0.1}))  # fmt: skip
+        return run_id
+
+    learner = Learner(settings, grpo_run({"run_id": sft_id, "version": 2}), consumer="c1")
+    try:
+        for model in (learner.model, learner.reference):
+            state = model.state_dict()  # type: ignore[union-attr]
+            assert all(torch.equal(state[name], tensor) for name, tensor in sft_weights.items())
+    finally:
+        learner.close()
+    with pytest.raises(LearnerError, match="no such published version"):
+        Learner(settings, grpo_run({"run_id": sft_id, "version": 9}), consumer="c1")
