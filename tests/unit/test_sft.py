@@ -174,3 +174,21 @@ def test_a_teacher_segment_trains_like_a_sampled_one(tiny_policy) -> None:  # ty
         sft.sft_step(model, optimizer, TrainingBatch([rollout]), config)
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]))
     assert torch.equal(grads[0], grads[1])
+
+
+def test_init_names_a_run_and_optionally_its_version() -> None:
+    import click
+
+    from services.cli.run import init_from
+
+    assert init_from("sft_abc") == {"run_id": "sft_abc"}
+    assert init_from("sft_abc@6") == {"run_id": "sft_abc", "version": 6}
+    for bad in ("@6", "sft_abc@", "sft_abc@six", "sft_abc@-1"):
+        with pytest.raises(click.BadParameter, match="RUN or RUN@VERSION"):
+            init_from(bad)
+    spec = RunConfig.model_validate(
+        {"model": "m", "harness": {"name": "codeblock"}, "init": {"run_id": "sft_abc"}}
+    )
+    assert spec.init is not None and (spec.init.run_id, spec.init.version) == ("sft_abc", None)
+    with pytest.raises(ValidationError):
+        RunConfig.model_validate({"model": "m", "harness": {"name": "codeblock"}, "init": {"version": 2}})
