@@ -196,14 +196,31 @@ def all_reduce_gradients(model: torch.nn.Module) -> None:
 def apply_update(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
-    out: reconstruct.StrategyOutput,
+    batch: TrainingBatch,
+    objective: reconstruct.TokenLoss,
     config: GRPOConfig,
+    *,
+    rank: int,
     world_size: int,
-) -> tuple[torch.Tensor, int, float]:
-    """After a strategy's backward passes: sum over data-parallel ranks (a replicated model's gradients; every
-    rank's loss-token logprobs and token counts), clip by global norm, take the optimizer step. Returns the batch's
-    loss-token logprobs, the tokens computed and the gradient norm (0.0 without clipping). The SFT step
-    (``sft.py``) ends the same way."""
+) -> tuple[reconstruct.StrategyOutput, torch.Tensor, int, float]:
+    """One update of ``model`` by ``objective`` over ``batch``: the forward and backward passes of
+    ``config.strategy``, then the sums over data-parallel ranks (a replicated model's gradients; every rank's
+    loss-token logprobs and token counts), clipping by global norm, the optimizer step. Returns the strategy's
+    output, the batch's loss-token logprobs, the tokens computed and the gradient norm (0.0 without clipping). The
+    GRPO step and the SFT step (``sft.py``, a cross-entropy objective) both update through it."""
+    device = next(model.parameters()).device
+    optimizer.zero_grad(set_to_none=True)
+    out = reconstruct.compute(
+        model,
+        batch,
+        config.strategy,
+        objective,
+        max_pack_tokens=config.max_pack_tokens,
+        rank=rank,
+        world_size=world_size,
+        bf16_autocast=reconstruct.resolve_bf16(config.bf16_autocast, device),
+        trie_attention=config.trie_attention,
+    )
     logprobs, tokens = out.logprobs, out.tokens_computed
     if world_size > 1:
         import torch.distributed as dist
@@ -221,7 +238,7 @@ def apply_update(
         )
         grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
     optimizer.step()
-    return logprobs, tokens, grad_norm if math.isfinite(grad_norm) else 0.0
+    return out, logprobs, tokens, grad_norm if math.isfinite(grad_norm) else 0.0
 
 
 @dataclass
@@ -282,19 +299,9 @@ def _grpo_step(
                 reference, op=dist.ReduceOp.SUM
             )  # each loss token was computed by exactly one rank
     objective = TokenObjective(batch, config, device, reference)
-    optimizer.zero_grad(set_to_none=True)
-    out = reconstruct.compute(
-        model,
-        batch,
-        config.strategy,
-        objective,
-        max_pack_tokens=config.max_pack_tokens,
-        rank=rank,
-        world_size=world_size,
-        bf16_autocast=reconstruct.resolve_bf16(config.bf16_autocast, device),
-        trie_attention=config.trie_attention,
+    out, logprobs, tokens, grad_norm = apply_update(
+        model, optimizer, batch, objective, config, rank=rank, world_size=world_size
     )
-    logprobs, tokens, grad_norm = apply_update(model, optimizer, out, config, world_size)
     metrics = objective.metrics(logprobs)
     rewards = np.asarray([r.reward for r in batch.rollouts], np.float64)
     metrics.update(

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from services.learner import reconstruct
 from services.learner.grpo import apply_update
 from services.learner.memory import PeakMemory
 from services.learner.types import TrainingBatch
@@ -99,21 +98,10 @@ def sft_step(
     step's figures; ``loss`` is the batch's mean cross-entropy before the update."""
     with PeakMemory(next(model.parameters()).device) as memory:
         started = time.perf_counter()
-        device = next(model.parameters()).device
         objective = CrossEntropy(batch.n_loss_tokens)
-        optimizer.zero_grad(set_to_none=True)
-        out = reconstruct.compute(
-            model,
-            batch,
-            config.strategy,
-            objective,
-            max_pack_tokens=config.max_pack_tokens,
-            rank=rank,
-            world_size=world_size,
-            bf16_autocast=reconstruct.resolve_bf16(config.bf16_autocast, device),
-            trie_attention=config.trie_attention,
+        out, logprobs, tokens, grad_norm = apply_update(
+            model, optimizer, batch, objective, config, rank=rank, world_size=world_size
         )
-        logprobs, tokens, grad_norm = apply_update(model, optimizer, out, config, world_size)
         rewards = np.asarray([r.reward for r in batch.rollouts], np.float64)
         metrics = {
             "loss": objective.loss(logprobs),
