@@ -126,14 +126,30 @@ class Recipe:
         """The (train, eval) splits of ``swe_micro`` that ``holdout`` names."""
         return HOLDOUTS[self.holdout]
 
-    def estimate_minutes(self, eval_tasks: int, load: float | None = None) -> int:
-        """Wall time on a 2-core machine: quiet rates derived from the measured runs in docs/perf/learning.md
-        (~1.2 s of wall per rollout at concurrency 12, ~25 s per learner step, ~5 s per swap, ~2.5 min to start
-        the suite), stretched by the load other work puts on the machine (``load`` = 1-minute load average; on
-        2 cores a load of 16 ran everything ~6x slower)."""
+    def estimate_minutes(
+        self, eval_tasks: int, load: float | None = None, native_bf16: bool | None = None
+    ) -> int:
+        """Wall time on a 2-core machine: quiet rates derived from the measured runs in docs/perf/learning.md,
+        stretched by the load other work puts on the machine (``load`` = 1-minute load average; on 2 cores a load of
+        16 ran everything ~6x slower). On a CPU that multiplies bf16 natively (AVX-512, AMX; ``native_bf16``, by
+        default this machine's): ~1.6 s of wall per rollout at concurrency 12, ~25 s per learner step (attempt 36:
+        38 min in all); without (AVX2 only, a fp32 learner): ~2.2 s per rollout, ~45 s per step beyond generation
+        (attempt 37: 50 min). Plus ~5 s per swap and ~2.5 min to start the suite."""
+        if native_bf16 is None:
+            native_bf16 = cpu_multiplies_bf16()
+        per_rollout_s, per_step_s = (1.6, 25) if native_bf16 else (2.2, 45)
         rollouts = self.steps * self.group_size * self.groups_per_step + 2 * eval_tasks * self.eval_samples
-        quiet_s = 150 + rollouts * 1.2 + self.steps * (25 + 5)
+        quiet_s = 150 + rollouts * per_rollout_s + self.steps * (per_step_s + 5)
         return math.ceil(quiet_s / 60 * load_factor(load))
+
+
+def cpu_multiplies_bf16() -> bool:
+    """Whether this machine's CPU computes bf16 natively (what the learner's ``bf16_autocast: auto`` decides)."""
+    import torch
+
+    from services.learner.reconstruct import resolve_bf16
+
+    return resolve_bf16("auto", torch.device("cpu"))
 
 
 def load_factor(load: float | None = None) -> float:
