@@ -74,14 +74,15 @@ class UpdateFigures:
     no_update: bool = False
 
     @classmethod
-    def from_grpo(cls, metrics: Mapping[str, float]) -> UpdateFigures:
-        """From ``grpo.StepResult.metrics``."""
+    def from_metrics(cls, metrics: Mapping[str, float]) -> UpdateFigures:
+        """From a step's metrics: ``grpo.StepResult.metrics``, or the SFT step's (``sft.sft_step``), which has no
+        clipping, importance ratios or KL, so those keep their defaults."""
         return cls(
             loss=metrics["loss"],
-            clip_fraction=metrics["clip_fraction"],
-            kl_behavior=metrics["kl_behavior"],
-            kl_reference=metrics["kl"],
-            tis_fraction=metrics["tis_fraction"],
+            clip_fraction=metrics.get("clip_fraction", 0.0),
+            kl_behavior=metrics.get("kl_behavior", 0.0),
+            kl_reference=metrics.get("kl", 0.0),
+            tis_fraction=metrics.get("tis_fraction"),
             grad_norm=metrics["grad_norm"],
             reward_mean=metrics["reward_mean"],
             reward_std=metrics["reward_std"],

@@ -21,14 +21,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from services.learner.types import Rollout
-from shared.models import Call, Group, Reward
+from shared.models import Call, Group, Reward, Run, Step
 from shared.models import Rollout as RolloutRow
 from shared.objectstore import ObjectStore
-from shared.statuses import NEVER_TRAINED_OUTCOMES
+from shared.run_config import RunConfig, RunConfigError, read_run_config
+from shared.statuses import NEVER_TRAINED_OUTCOMES, RunKind
 from shared.trajectory import CUT_BY_LENGTH, InconsistentTrajectory, chains_from_rows, fetch_segments
 
 
@@ -171,3 +172,17 @@ def load_rollouts(
             )
         )
     return loaded
+
+
+def read_learner_run(session: Session, run_id: str, kind: RunKind) -> tuple[RunConfig, int]:
+    """A learner's run: its config and its last committed step (0 before the first). ``RunConfigError`` when the
+    run does not exist, is not of ``kind`` (an eval is never trained on; a GRPO learner never takes an SFT run, nor
+    the other way round) or its config does not read."""
+    run = session.get(Run, run_id)
+    if run is None:
+        raise RunConfigError(f"no run {run_id!r}")
+    if run.kind != kind:
+        raise RunConfigError(f"{run_id} is a {run.kind} run; this learner trains {kind} runs")
+    run_config = read_run_config(run)
+    last_step = session.scalar(select(func.max(Step.step)).where(Step.run_id == run_id)) or 0
+    return run_config, last_step

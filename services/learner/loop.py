@@ -58,7 +58,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 from safetensors.torch import save
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from services.learner import grpo
@@ -81,7 +81,7 @@ from services.learner.distributed import (
     receive,
     send,
 )
-from services.learner.loader import GroupSetAside, load_group
+from services.learner.loader import GroupSetAside, load_group, read_learner_run
 from services.learner.policy import build_policy, served_dtype
 from services.learner.publish import (
     PublishedWeights,
@@ -101,7 +101,7 @@ from shared.models import Group, Run, Step, Weight
 from shared.models import Rollout as RolloutRow
 from shared.objectstore import ObjectNotFound, open_store
 from shared.rollout_records import set_aside
-from shared.run_config import RunConfigError, read_run_config
+from shared.run_config import RunConfigError
 from shared.settings import Settings
 from shared.statuses import GroupStatus, RunKind
 from shared.step_record import StepRecord
@@ -174,16 +174,10 @@ class Learner:
     def _read_run(self) -> int:
         """The run's config into ``self``; the last committed step."""
         with session_scope(self.sessions) as session:
-            run = session.get(Run, self.run_id)
-            if run is None:
-                raise LearnerError(f"no run {self.run_id!r}")
-            if run.kind != RunKind.TRAIN:
-                raise LearnerError(f"{self.run_id} is an eval: nothing of it is ever trained on")
             try:
-                run_config = read_run_config(run)
+                run_config, last_step = read_learner_run(session, self.run_id, RunKind.TRAIN)
             except RunConfigError as exc:
                 raise LearnerError(str(exc)) from None
-            last_step = session.scalar(select(func.max(Step.step)).where(Step.run_id == self.run_id)) or 0
         self.config = run_config.grpo
         self.lora = run_config.lora
         self.init = run_config.init

@@ -37,7 +37,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 from safetensors.torch import save
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 
 from services.learner import grpo, sft
 from services.learner.checkpoint import (
@@ -48,7 +48,7 @@ from services.learner.checkpoint import (
     snapshot,
 )
 from services.learner.distributed import init_from_env
-from services.learner.loader import load_rollouts
+from services.learner.loader import load_rollouts, read_learner_run
 from services.learner.policy import build_policy, served_dtype
 from services.learner.publish import PublishedWeights, published_tensors, put_weights
 from services.learner.reconstruct import resolve_bf16
@@ -56,7 +56,7 @@ from services.learner.types import TrainingBatch
 from shared.db import make_engine, session_factory, session_scope
 from shared.models import Run, Step, Weight
 from shared.objectstore import open_store
-from shared.run_config import RunConfigError, SFTConfig, read_run_config
+from shared.run_config import RunConfigError, SFTConfig
 from shared.settings import Settings
 from shared.statuses import RunKind, RunStatus
 from shared.step_record import StepRecord, UpdateFigures
@@ -115,16 +115,10 @@ class SFTLearner:
 
     def _read_run(self) -> int:
         with session_scope(self.sessions) as session:
-            run = session.get(Run, self.run_id)
-            if run is None:
-                raise SFTError(f"no run {self.run_id!r}")
-            if run.kind != RunKind.SFT:
-                raise SFTError(f"{self.run_id} is a {run.kind} run, not an SFT run")
             try:
-                run_config = read_run_config(run)
+                run_config, last_step = read_learner_run(session, self.run_id, RunKind.SFT)
             except RunConfigError as exc:
                 raise SFTError(str(exc)) from None
-            last_step = session.scalar(select(func.max(Step.step)).where(Step.run_id == self.run_id)) or 0
         assert run_config.sft is not None  # kind 'sft' is written from the section (models.run_kind)
         self.sft: SFTConfig = run_config.sft
         self.config = sft.optimizer_config(run_config.grpo, self.sft)
@@ -238,18 +232,7 @@ class SFTLearner:
         record = StepRecord(
             step=step,
             policy_version=step,
-            update=UpdateFigures(
-                loss=metrics["loss"],
-                grad_norm=metrics["grad_norm"],
-                reward_mean=metrics["reward_mean"],
-                reward_std=metrics["reward_std"],
-                loss_tokens=metrics["loss_tokens"],
-                tokens_computed=metrics["tokens_computed"],
-                plan_s=metrics["plan_s"],
-                update_s=metrics["step_time_s"],
-                peak_memory_bytes=int(metrics["peak_memory_bytes"]),
-                peak_memory_step_bytes=int(metrics["peak_memory_step_bytes"]),
-            ),
+            update=UpdateFigures.from_metrics(metrics),
             kl=None,
             step_time_s=time.perf_counter() - started,
             policy_lag_mean=None,

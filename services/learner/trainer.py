@@ -82,7 +82,7 @@ class Trainer:
             rank=self.rank,
             world_size=self.world_size,
         )
-        return UpdateFigures.from_grpo(result.metrics)
+        return UpdateFigures.from_metrics(result.metrics)
 
     def replay(self, batch: TrainingBatch | None) -> None:
         """Retrain a committed step at restart (rank 0; the followers get a ``ReplayStep``)."""
