@@ -318,6 +318,72 @@ def patch_paths(patch: str) -> list[str]:
     return paths
 
 
+class PatchApplyError(ValueError):
+    """A diff that does not apply to the files given (the message names the file and the hunk)."""
+
+
+HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def apply_patch(files: dict[str, str], patch: str) -> dict[str, str]:
+    """The text of every file a unified git diff changes, after it, given each one's text before (``files``; a file
+    the diff creates needs none). Exact like ``git apply`` without fuzz: every context and removed line must match.
+    Deletions, renames and binary diffs are refused (``PatchApplyError``), as is a file ``files`` lacks."""
+    out: dict[str, str] = {}
+    for section in re.split(r"^(?=diff --git )", patch, flags=re.MULTILINE):
+        if not section.startswith("diff --git "):
+            continue
+        lines = section.splitlines(keepends=True)
+        old = next((ln[4:].rstrip("\n") for ln in lines if ln.startswith("--- ")), None)
+        new = next((ln[4:].rstrip("\n") for ln in lines if ln.startswith("+++ ")), None)
+        if old is None or new is None or any(ln.startswith(("rename ", "Binary files")) for ln in lines):
+            raise PatchApplyError(f"not a text diff of one file: {lines[0].strip()}")
+        if new == "/dev/null":
+            raise PatchApplyError(f"{old}: deletes the file")
+        path = new.removeprefix("b/").split("\t")[0]
+        if old == "/dev/null":
+            before: list[str] = []
+        elif path in files:
+            before = files[path].splitlines(keepends=True)
+        else:
+            raise PatchApplyError(f"{path}: no text given for a file the diff changes")
+        out[path] = "".join(_apply_hunks(path, before, lines))
+    return out
+
+
+def _apply_hunks(path: str, before: list[str], lines: list[str]) -> list[str]:
+    after: list[str] = []
+    cursor = 0  # the next line of ``before`` not yet copied
+    previous: str | None = None  # the kind of the last hunk line (None: still in the file's header)
+    for line in lines:
+        if header := HUNK_HEADER.match(line):
+            start = int(header.group(1)) - (0 if header.group(2) == "0" else 1)
+            if start < cursor or start > len(before):
+                raise PatchApplyError(f"{path}: hunk {line.strip()} out of order or past the end")
+            after.extend(before[cursor:start])
+            cursor, previous = start, "@"
+        elif previous is None:
+            continue  # the file header: diff --git, index, ---, +++
+        elif line.startswith("\\"):  # "\ No newline at end of file" for the line above
+            if previous in (" ", "+") and after[-1].endswith("\n"):
+                after[-1] = after[-1][:-1]
+        elif line[:1] in (" ", "-", "+"):
+            kind, body = line[:1], line[1:]
+            if kind == "+":
+                after.append(body)
+            else:
+                if cursor >= len(before) or before[cursor].rstrip("\n") != body.rstrip("\n"):
+                    raise PatchApplyError(f"{path}: line {cursor + 1} does not match the diff's context")
+                if kind == " ":
+                    after.append(before[cursor])
+                cursor += 1
+            previous = kind
+        else:
+            raise PatchApplyError(f"{path}: not a hunk line: {line.rstrip()!r}")
+    after.extend(before[cursor:])
+    return after
+
+
 # --- materialization -------------------------------------------------------------------------------------
 
 

@@ -5,14 +5,18 @@ module's ``next_action``: a pure function of the task's reference fix, its test 
 conversation so far, which returns the assistant message a competent agent would send next. The gateway
 (``teacher.py``) renders that message into the student's token ids like any teacher reply.
 
-The demonstration is the same four steps for every harness, told apart by how many replies the conversation
+The demonstration is the same five steps for every harness, told apart by how many replies the conversation
 already holds (a retry of a call gets the same step again):
 
-1. show the files the fix changes (``cat``);
-2. apply the fix: ``git apply`` fed the reference diff by a quoted heredoc (exact for any number of files and
+1. look at the repository (``ls``, and the folders of the files the fix changes);
+2. show the files the fix changes (``cat``);
+3. write the fix: each changed file whole, by a quoted heredoc (``cat <<'EOF' > path``, the form mini-swe-agent's
+   own prompt shows), where the fixed text is known (``fixed_files``: a bundled task of plain files,
+   ``shared.datasets.reference_files``) — what a small student can learn, since it is the file it just read with the
+   bug fixed; otherwise ``git apply`` fed the reference diff by a quoted heredoc (exact for any number of files and
    hunks, and the workspace is a git checkout of the base commit);
-3. run the task's test command (its junit report goes to ``/tmp``, never into the workspace and so the patch);
-4. submit: mini-swe-agent's submit command, or, for a harness that ends when the model stops calling tools, a
+4. run the task's test command (its junit report goes to ``/tmp``, never into the workspace and so the patch);
+5. submit: mini-swe-agent's submit command, or, for a harness that ends when the model stops calling tools, a
    closing sentence.
 
 How an action is said depends on the protocol the harness offers in the conversation: tools offered — one call of
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import PurePosixPath
 from typing import Any
 
 from services.gateway.conversation import Conversation, Message, ToolCall, ToolSpec
@@ -49,16 +54,18 @@ class CannotDemonstrate(ValueError):
 
 
 def next_action(
-    *, reference_fix: str, test_command: str, harness: str, conversation: Conversation, new_call_id: Any
-) -> Message:
-    """The assistant message that continues ``conversation`` by the module's four steps."""
+    *, reference_fix: str, test_command: str, harness: str, conversation: Conversation, new_call_id: Any,
+    fixed_files: dict[str, str] | None = None,
+) -> Message:  # fmt: skip
+    """The assistant message that continues ``conversation`` by the module's five steps."""
     paths = patch_paths(reference_fix)
     if not paths:
         raise CannotDemonstrate("the reference fix changes no file (not a unified diff)")
     step = sum(message.role == "assistant" for message in conversation.messages)
     commands = [
-        ("First I read the code the issue is about.", " && ".join(f"cat {shlex.quote(p)}" for p in paths)),
-        ("Now I apply the fix.", apply_command(reference_fix)),
+        ("First I look at the files of the repository.", list_command(paths)),
+        ("I read the code the issue is about.", " && ".join(f"cat {shlex.quote(p)}" for p in paths)),
+        ("Now I write the fixed code.", fix_command(reference_fix, fixed_files)),
         ("Now I run the tests to check the fix.", test_command.replace(JUNIT_PLACEHOLDER, JUNIT_REPORT)),
     ]
     tool = shell_tool(conversation.tools)
@@ -81,6 +88,37 @@ def next_action(
             tool_calls=[ToolCall(id=new_call_id(), name=tool.name, arguments=tool_arguments(tool, command))],
         )
     return Message(role="assistant", content=f"THOUGHT: {thought}\n\n```{fence}\n{command}\n```")
+
+
+def list_command(paths: list[str]) -> str:
+    """``ls`` of the repository's top folder, and of each folder below it that holds a file the fix changes."""
+    folders = sorted({str(PurePosixPath(p).parent) for p in paths} - {"."})
+    return " && ".join(["ls", *(f"ls {shlex.quote(f)}" for f in folders)])
+
+
+def fix_command(reference_fix: str, fixed_files: dict[str, str] | None) -> str:
+    """Step 3's command: the changed files written whole where their fixed text is known and a heredoc can hold it,
+    else ``git apply`` of the reference fix."""
+    if fixed_files:
+        try:
+            return write_command(fixed_files)
+        except CannotDemonstrate:
+            pass
+    return apply_command(reference_fix)
+
+
+def write_command(files: dict[str, str]) -> str:
+    """Each file written whole by a quoted heredoc; a file whose text does not end with a newline, or holds a line
+    equal to the end marker, cannot be (``CannotDemonstrate``)."""
+    writes = []
+    for path, body in files.items():
+        marker = "EOF" if "\nEOF\n" not in f"\n{body}" else HEREDOC_END
+        if not body.endswith("\n") or f"\n{marker}\n" in f"\n{body}":
+            raise CannotDemonstrate(
+                f"{path} cannot be written by a heredoc (no final newline, or the end marker)"
+            )
+        writes.append(f"cat <<'{marker}' > {shlex.quote(path)}\n{body}{marker}")
+    return "\n".join(writes)
 
 
 def apply_command(reference_fix: str) -> str:

@@ -10,7 +10,7 @@ the next call splices onto it.
   to ``<base_url>/chat/completions`` with the key from the gateway's environment variable ``api_key_env``; the
   reply's text, reasoning and tool calls become one assistant message.
 - ``reference``: ``demonstrator.next_action`` acts out the rollout's own task's reference fix (its task row, looked
-  up by the rollout the call is bound to; nothing else is read).
+  up by the rollout the call is bound to, and for a bundled task its files after the fix; nothing else is read).
 
 **As the student would have produced it.** The assistant message is rendered by the student's chat template after
 the conversation (``ChatFormat.reply_text``: the text a model sampling after the generation prompt would have
@@ -44,7 +44,7 @@ from services.gateway.chat_format import ChatFormat, ChatFormatError, message_to
 from services.gateway.conversation import Conversation, Message, ProviderError, ToolCall
 from services.gateway.demonstrator import CannotDemonstrate, next_action
 from services.gateway.toolcalls import new_call_id
-from shared.datasets import reference_fix
+from shared.datasets import reference_files, reference_fix
 from shared.models import Rollout
 from shared.models import Task as TaskRow
 from shared.run_config import TeacherConfig
@@ -73,6 +73,8 @@ class TeacherSample:
 class ReferenceTask:
     fix: str
     test_command: str
+    fixed_files: dict[str, str] | None
+    """The changed files' whole text after the fix, where known (a bundled task's own solution)."""
 
 
 class Teachers:
@@ -103,6 +105,7 @@ class Teachers:
                 reply = next_action(
                     reference_fix=task.fix,
                     test_command=task.test_command,
+                    fixed_files=task.fixed_files,
                     harness=harness,
                     conversation=conversation,
                     new_call_id=new_call_id,
@@ -145,7 +148,10 @@ class Teachers:
         fix = reference_fix(row.dataset, task)
         if fix is None:  # the api refuses such runs; a task row changed since cannot be demonstrated
             raise teacher_error(502, f"task {task.instance_id} has no reference fix to demonstrate")
-        found = self._references[rollout_id] = ReferenceTask(fix=fix, test_command=task.test_command)
+        fixed = None if task.patch.strip() else reference_files(row.dataset, task.instance_id)
+        found = self._references[rollout_id] = ReferenceTask(
+            fix=fix, test_command=task.test_command, fixed_files=fixed
+        )
         while len(self._references) > REFERENCE_CACHE:
             self._references.popitem(last=False)
         return found

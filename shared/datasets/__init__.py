@@ -14,6 +14,7 @@ show a policy its reference fixes (``--teacher reference`` is refused there).
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -90,3 +91,31 @@ def reference_fix(dataset: str, task: Task) -> str | None:
         return reference_patch(dataset, task.instance_id) or None
     except UnknownDataset:
         return None
+
+
+@functools.lru_cache(maxsize=1024)
+def reference_files(dataset: str, instance_id: str) -> dict[str, str] | None:
+    """The whole text, after the reference fix, of every file the fix changes, for a task of a bundled dataset
+    whose repository is a folder of plain files (``swe_micro``, ``swe_mini``); None where that cannot be known
+    here (no such dataset or task, a git or store source, a fix that deletes, renames or does not apply). Cached:
+    a bundled dataset does not change while a process runs; callers must not change the dict."""
+    from shared.tasks import DirSource, PatchApplyError, apply_patch, patch_paths
+
+    try:
+        task = _bundled_tasks(dataset).get(instance_id)
+        fix = reference_patch(dataset, instance_id)
+    except TaskError:
+        return None
+    if task is None or not isinstance(task.source, DirSource):
+        return None
+    root = Path(task.source.path)
+    before = {p: (root / p).read_text() for p in patch_paths(fix) if (root / p).is_file()}
+    try:
+        return apply_patch(before, fix)
+    except PatchApplyError:
+        return None
+
+
+@functools.lru_cache(maxsize=8)
+def _bundled_tasks(dataset: str) -> dict[str, Task]:
+    return {task.instance_id: task for task in load_dataset(dataset)}

@@ -91,11 +91,11 @@ def test_a_reference_teacher_collects_multi_turn_rollouts_the_grader_rewards(  #
             calls = list(
                 session.scalars(select(Call).where(Call.rollout_id == rollout_id).order_by(Call.position))
             )
-            # read, apply, test, submit: four model calls, one chain the splice kept, all the teacher's
-            assert len(calls) == 4, [c.finish_reason for c in calls]
+            # look, read, write the fix, test, submit: five model calls, one chain the splice kept, all the teacher's
+            assert len(calls) == 5, [c.finish_reason for c in calls]
             assert len({c.chain_id for c in calls}) == 1 and all(c.fork_reason is None for c in calls)
             assert all(c.source == TEACHER and c.notes["teacher"] == "reference" for c in calls)
-            assert sum(c.tool_call_count for c in calls) == (4 if case == "toolcall" else 0)
+            assert sum(c.tool_call_count for c in calls) == (5 if case == "toolcall" else 0)
             chain = load_chain(store, calls)
             assert all(s.source == TEACHER and np.isnan(s.sampled_logprobs).all() for s in chain.calls)
             # the workspace's diff is the reference fix: its added lines, and nothing the demonstration left behind

@@ -237,7 +237,7 @@ def test_the_reference_teacher_demonstrates_the_rollouts_own_fix_as_tool_calls(
     headers = {"Authorization": f"Bearer {ref.rollout_key}"}
     messages = chat_body()["messages"]
     commands = []
-    for _ in range(4):
+    for _ in range(5):
         response = httpx.post(
             gateway_server.url + "/v1/chat/completions", json=chat_body(messages), headers=headers, timeout=30
         )
@@ -247,12 +247,13 @@ def test_the_reference_teacher_demonstrates_the_rollouts_own_fix_as_tool_calls(
         for call in reply.get("tool_calls") or []:
             commands.append(json.loads(call["function"]["arguments"])["command"])
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": "ok"})
-    assert commands[0] == "cat ranges.py"
-    assert commands[1] == f"git apply <<'HARNESSRL_REFERENCE_FIX'\n{FIX}HARNESSRL_REFERENCE_FIX"
-    assert commands[2] == "python -m pytest -q --junitxml=/tmp/harnessrl-reference-junit.xml"
-    assert len(commands) == 3 and reply["content"] and not reply.get("tool_calls")  # then it says it is done
+    assert commands[:2] == ["ls", "cat ranges.py"]
+    # the task's own patch (not a bundled solution): its files' fixed text is unknown here, so the diff is applied
+    assert commands[2] == f"git apply <<'HARNESSRL_REFERENCE_FIX'\n{FIX}HARNESSRL_REFERENCE_FIX"
+    assert commands[3] == "python -m pytest -q --junitxml=/tmp/harnessrl-reference-junit.xml"
+    assert len(commands) == 4 and reply["content"] and not reply.get("tool_calls")  # then it says it is done
     assert not scripted_policy.requests  # neither the policy nor any endpoint was asked
     calls = calls_of(db, ref.rollout_id)
-    assert len(calls) == 4 and len({c.chain_id for c in calls}) == 1
+    assert len(calls) == 5 and len({c.chain_id for c in calls}) == 1
     assert all(c.source == TEACHER and c.notes["teacher"] == "reference" for c in calls)
     assert all(math.isnan(lp) for s in load_chain(store, calls).calls for lp in s.sampled_logprobs)

@@ -1,4 +1,4 @@
-"""The reference demonstrator (``services/gateway/demonstrator.py``): read, apply the fix, test, submit — in the
+"""The reference demonstrator (``services/gateway/demonstrator.py``): look, read, write the fix, test, submit — in the
 protocol the conversation offers (mini-swe-agent's text blocks, a shell tool, or neither)."""
 
 from __future__ import annotations
@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from services.gateway.conversation import Conversation, Message, ToolSpec
-from services.gateway.demonstrator import CannotDemonstrate, apply_command, next_action
+from services.gateway.demonstrator import (
+    CannotDemonstrate,
+    apply_command,
+    list_command,
+    next_action,
+    write_command,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -28,9 +34,13 @@ MINI_SYSTEM = "Reply with exactly ONE bash code block.\n\n```mswea_bash_command\
 ids = itertools.count()
 
 
+FIXED = {"ranges.py": "def clamp(value, low, high):\n    return max(low, min(value, high))\n"}
+
+
 def act(
-    messages: list[Message], harness: str = "mini-swe-agent", tools: list[ToolSpec] | None = None
-) -> Message:
+    messages: list[Message], harness: str = "mini-swe-agent", tools: list[ToolSpec] | None = None,
+    fixed_files: dict[str, str] | None = None,
+) -> Message:  # fmt: skip
     conversation = Conversation(provider_api="openai_chat", messages=messages, tools=tools or [])
     return next_action(
         reference_fix=FIX,
@@ -38,6 +48,7 @@ def act(
         harness=harness,
         conversation=conversation,
         new_call_id=lambda: f"call_{next(ids)}",
+        fixed_files=fixed_files,
     )
 
 
@@ -46,21 +57,40 @@ def block(message: Message) -> str:
     return command
 
 
-def test_mini_swe_agent_text_protocol_reads_applies_tests_and_submits() -> None:
+def mini_commands(fixed_files: dict[str, str] | None = None, replies: int = 6) -> list[str]:
     messages = [
         Message(role="system", content=MINI_SYSTEM),
         Message(role="user", content="Please solve this issue"),
     ]
     commands = []
-    for _ in range(5):
-        reply = act(messages)
+    for _ in range(replies):
+        reply = act(messages, fixed_files=fixed_files)
         assert reply.content.startswith("THOUGHT: ") and not reply.tool_calls
         commands.append(block(reply))
         messages += [reply, Message(role="user", content="<returncode>0</returncode>")]
-    assert commands[0] == "cat ranges.py"
-    assert commands[1] == apply_command(FIX)
-    assert commands[2] == "python -m pytest -q --junitxml=/tmp/harnessrl-reference-junit.xml"
-    assert commands[3:] == ["echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"] * 2  # a retry submits again
+    return commands
+
+
+def test_mini_swe_agent_text_protocol_looks_reads_applies_tests_and_submits() -> None:
+    commands = mini_commands()
+    assert commands[:2] == ["ls", "cat ranges.py"]
+    assert commands[2] == apply_command(FIX)  # no fixed text known: the diff
+    assert commands[3] == "python -m pytest -q --junitxml=/tmp/harnessrl-reference-junit.xml"
+    assert commands[4:] == ["echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"] * 2  # a retry submits again
+
+
+def test_where_the_fixed_file_is_known_it_is_written_whole_as_mini_swe_agent_shows() -> None:
+    commands = mini_commands(FIXED, replies=3)
+    assert commands[2] == f"cat <<'EOF' > ranges.py\n{FIXED['ranges.py']}EOF"
+    nested = {"pkg/a b.py": "x = 1\n", "pkg/c.py": "EOF\n"}  # a quoted path; a body holding the usual marker
+    assert write_command(nested) == (
+        "cat <<'EOF' > 'pkg/a b.py'\nx = 1\nEOF\ncat <<'HARNESSRL_REFERENCE_FIX' > pkg/c.py\nEOF\nHARNESSRL_REFERENCE_FIX"
+    )
+    assert list_command(["pkg/a b.py", "pkg/c.py", "top.py"]) == "ls && ls pkg"
+    with pytest.raises(CannotDemonstrate, match="final newline"):
+        write_command({"a.py": "x = 1"})
+    # a file a heredoc cannot hold falls back to the diff
+    assert mini_commands({"ranges.py": "no final newline"}, replies=3)[2] == apply_command(FIX)
 
 
 def test_a_tool_calling_harness_gets_the_same_actions_as_shell_tool_calls() -> None:
@@ -70,13 +100,13 @@ def test_a_tool_calling_harness_gets_the_same_actions_as_shell_tool_calls() -> N
     ]
     messages = [Message(role="user", content="fix it")]
     commands = []
-    for _ in range(3):
+    for _ in range(4):
         reply = act(messages, harness="qwen-code", tools=tools)
         (call,) = reply.tool_calls
         assert call.name == "bash"
         commands.append(call.arguments["command"])  # type: ignore[index]
         messages += [reply, Message(role="tool", content="ok", tool_call_id=call.id)]
-    assert commands[1] == apply_command(FIX)
+    assert commands[2] == apply_command(FIX)
     done = act(messages, harness="qwen-code", tools=tools)
     assert not done.tool_calls and done.content  # it ends its turn
     mini = act(messages, harness="mini-swe-agent", tools=tools)
@@ -84,9 +114,7 @@ def test_a_tool_calling_harness_gets_the_same_actions_as_shell_tool_calls() -> N
     codex = [
         ToolSpec(name="exec_command", parameters={"type": "object", "properties": {"cmd": {"type": "array"}}})
     ]
-    assert act([], harness="codex", tools=codex).tool_calls[0].arguments == {
-        "cmd": ["bash", "-lc", "cat ranges.py"]
-    }
+    assert act([], harness="codex", tools=codex).tool_calls[0].arguments == {"cmd": ["bash", "-lc", "ls"]}
     with pytest.raises(CannotDemonstrate, match="no shell tool"):
         act([], harness="claude-code", tools=tools[:1])
 
@@ -94,6 +122,13 @@ def test_a_tool_calling_harness_gets_the_same_actions_as_shell_tool_calls() -> N
 def test_without_tools_or_a_command_block_it_answers_the_diff() -> None:
     reply = act([Message(role="user", content="fix clamp")], harness="codeblock")
     assert reply.content.endswith(f"```diff\n{FIX.rstrip()}\n```")
+
+
+def test_the_write_command_writes_the_fixed_files(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    files = {"ranges.py": FIXED["ranges.py"], "pkg/a b.py": "EOF\n  tail $x\n"}
+    subprocess.run(["bash", "-c", write_command(files)], cwd=tmp_path, check=True)
+    assert {p: (tmp_path / p).read_text() for p in files} == files
 
 
 def test_the_apply_command_applies_the_fix_in_a_git_checkout(tmp_path: Path) -> None:
