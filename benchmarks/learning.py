@@ -301,6 +301,20 @@ def _known_reward_fn(param: click.Parameter, value: str | None) -> str | None:
     metavar="KEY=VALUE",
     help="A further grpo setting of the training run (repeatable), e.g. kl_coef=0.05 or normalize_std=true.",
 )
+@click.option(
+    "--harness",
+    type=click.Choice(["codeblock", "mini-swe-agent"]),
+    default="codeblock",
+    show_default=True,
+    help="codeblock: one model call per rollout (the recipe). mini-swe-agent: the agent path "
+    "(benchmarks/agent.py): reference demonstrations, SFT, evals of base and SFT, GRPO from the SFT version "
+    "through the agent, an eval of it.",
+)
+@click.option(
+    "--demo-tasks", type=click.IntRange(1, 10_000), help="mini-swe-agent: train tasks demonstrated."
+)
+@click.option("--sft-epochs", type=click.IntRange(1, 100), help="mini-swe-agent: SFT epochs.")
+@click.option("--sft-learning-rate", type=float, help="mini-swe-agent: SFT learning rate.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="PNG path.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
 @click.option("--quiet/--verbose", default=True, help="Hide service logs.")
@@ -314,6 +328,10 @@ def bench_learning(
     pool: bool,
     pool_files: tuple[Path, ...],
     controls: bool,
+    harness: str,
+    demo_tasks: int | None,
+    sft_epochs: int | None,
+    sft_learning_rate: float | None,
     **overrides: Any,
 ) -> None:
     """Eval version 0, train, eval the last version on SmolLM2-135M-Instruct; figures and a PNG.
@@ -342,6 +360,12 @@ def bench_learning(
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise click.BadParameter(f"{where}: {first['msg']}", param_hint="--grpo") from None
+    agent = {"demo_tasks": demo_tasks, "sft_epochs": sft_epochs, "sft_learning_rate": sft_learning_rate}
+    if harness == "mini-swe-agent":
+        bench_agent(overrides, grpo, agent, seeds, compare_lags, quiet, as_json)
+        return
+    if given := [f"--{k.replace('_', '-')}" for k, v in agent.items() if v is not None]:
+        raise click.UsageError(f"{', '.join(given)}: only with --harness mini-swe-agent")
     recipe = recipe_from_options(overrides, grpo)
     # A curriculum that cannot fill a step fails here, before a suite starts or an eval runs.
     curriculum_tasks(recipe, [t.instance_id for t in load_dataset(DATASET, recipe.splits[0])])
@@ -369,6 +393,35 @@ def bench_learning(
         click.echo(json.dumps({"arms": {str(k): v for k, v in arms.items()}, **verdict}, default=str))
     else:
         click.echo(comparison_table(arms, verdict))
+
+
+def bench_agent(
+    overrides: dict[str, Any], grpo: dict[str, Any], agent: dict[str, Any], seeds: list[int], compare_lags: bool,
+    quiet: bool, as_json: bool,
+) -> None:  # fmt: skip
+    """``--harness mini-swe-agent``: the agent path (``benchmarks/agent.py``), one seed per invocation."""
+    from benchmarks.agent import AGENT_RECIPE, agent_arm
+    from benchmarks.recipe import suite_settings
+    from shared.settings import get_settings
+
+    refused = [name for name, given in (("--seeds", seeds), ("--compare-lags", compare_lags)) if given]
+    refused += [
+        f"--{k.replace('_', '-')}" for k in ("holdout", "curriculum", "solve_rates") if overrides.get(k)
+    ]
+    if refused:
+        raise click.UsageError(
+            f"{', '.join(refused)}: not with --harness mini-swe-agent (one seed per invocation: --seed S; the "
+            "held-out functions; no curriculum, the bundled solve rates are codeblock's)"
+        )
+    known = {f.name for f in fields(AGENT_RECIPE.rl)}
+    rl = replace(
+        AGENT_RECIPE.rl, grpo=grpo, **{k: v for k, v in overrides.items() if v is not None and k in known}
+    )
+    recipe = replace(AGENT_RECIPE, rl=rl, **{k: v for k, v in agent.items() if v is not None})
+    settings = suite_settings(get_settings(), rl)
+    figures = agent_arm(settings, recipe, quiet)
+    one_table = figures.pop("table")
+    click.echo(json.dumps(figures, default=str) if as_json else one_table)
 
 
 def _controls_rows(controls: dict[str, Any] | None) -> str:

@@ -117,6 +117,12 @@ class Recipe:
     """The training run's reward function (``services/grader/grade.py`` names, e.g. ``resolved_partial``); the
     evals always score ``resolved`` (pass@1), and the report gives the training run's resolved share per step beside
     its reward."""
+    harness: str | dict[str, Any] = HARNESS
+    """The harness of the training run and the evals (a name, or a harness config with options: the agent recipe's
+    ``{"name": "mini-swe-agent", ...}``, ``benchmarks/agent.py``)."""
+    init: str | None = None
+    """The training run's ``init``: a run whose newest published version it starts from (the agent recipe's SFT run);
+    None: the base weights."""
     grpo: dict[str, Any] = field(default_factory=dict)
     """Further ``grpo`` settings of the training run (``shared.run_config.GRPOConfig`` names, e.g. ``kl_coef``), on
     top of the learning rate, autocast, seed and lag above; empty in the recipe."""
@@ -243,15 +249,20 @@ def evaluate(
     """Pass@1 on ``split`` (every task x ``eval_samples``) of the base weights, or of run ``run_id``'s newest
     version: an eval through the api, which takes the inference pool and has the updater load that policy.
     ``issue="withheld"``: the agent is told one fixed line instead of each task's issue (a control)."""
-    started = time.monotonic()
     body: dict[str, Any] = {
-        "name": label, "harness": HARNESS, "dataset": DATASET, "split": split, "samples": recipe.eval_samples,
-        "sampling": _sampling(recipe), "seed": stream_seed(recipe.seed, "eval_sampling"),
+        "name": label, "harness": recipe.harness, "dataset": DATASET, "split": split,
+        "samples": recipe.eval_samples, "sampling": _sampling(recipe), "seed": stream_seed(recipe.seed, "eval_sampling"),
     }  # fmt: skip
     if run_id is not None:
         body["run_id"] = run_id
     if issue != "shown":
         body["issue"] = issue
+    return run_eval(suite, settings, body, progress)
+
+
+def run_eval(suite: Any, settings: Settings, body: dict[str, Any], progress: Progress) -> EvalResult:
+    """Create the eval ``body`` describes (``POST /v1/evals``) and follow it to the end."""
+    started = time.monotonic()
     created = api(settings, "POST", "/v1/evals", body)
     while True:
         suite.tick()
@@ -314,7 +325,7 @@ def step_rows(settings: Settings, train_run: str) -> list[dict[str, Any]]:
 def training_run_body(recipe: Recipe, model: str, task_ids: list[str]) -> dict[str, Any]:
     """The ``POST /v1/runs`` body of the recipe's training run on ``task_ids`` (of the recipe's train split)."""
     return {
-        "name": "learning", "model": model, "harness": HARNESS, "dataset": DATASET,
+        "name": "learning", "model": model, "harness": recipe.harness, "dataset": DATASET,
         "split": recipe.splits[0], "instance_ids": task_ids, "groups_per_step": recipe.groups_per_step,
         "group_size": recipe.group_size, "steps": recipe.steps,
         "sampling": {**_sampling(recipe), "seed": stream_seed(recipe.seed, "train_sampling")},
@@ -323,6 +334,7 @@ def training_run_body(recipe: Recipe, model: str, task_ids: list[str]) -> dict[s
                  "seed": stream_seed(recipe.seed, "learner"),
                  **({} if recipe.max_policy_lag is None else {"max_policy_lag": recipe.max_policy_lag}),
                  **recipe.grpo},
+        **({} if recipe.init is None else {"init": {"run_id": recipe.init}}),
     }  # fmt: skip
 
 
@@ -335,9 +347,10 @@ def curriculum_tasks(recipe: Recipe, task_ids: list[str]) -> list[str]:
     low, high = recipe.curriculum
     try:
         rates = SolveRates.read(Path(recipe.solve_rates))
-        if (rates.dataset, rates.harness) != (DATASET, HARNESS):
+        harness = recipe.harness if isinstance(recipe.harness, str) else recipe.harness["name"]
+        if (rates.dataset, rates.harness) != (DATASET, harness):
             raise SolveRatesError(
-                f"they are {rates.dataset}/{rates.harness}, the recipe trains {DATASET}/{HARNESS}"
+                f"they are {rates.dataset}/{rates.harness}, the recipe trains {DATASET}/{harness}"
             )
         chosen = rates.in_band(task_ids, low, high)
     except SolveRatesError as exc:

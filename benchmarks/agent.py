@@ -1,0 +1,357 @@
+"""The agent path: an unmodified multi-turn agent (mini-swe-agent, its text-based config) learning on the small model
+(``harnessrl bench learning --harness mini-swe-agent``).
+
+A 135M model does not start calling tools or writing fenced actions by itself (0 of 65 calls did, through three
+harnesses). The procedure is the practitioners' one, every stage through the REST API of one suite:
+
+1. **demonstrations**: an eval of the ``train`` split answered by ``--teacher reference`` (the built-in
+   demonstrator: ``ls``, ``cat`` the file, write it whole with the fix, run the tests, submit, through
+   mini-swe-agent's own protocol), one rollout per task, graded like any;
+2. **SFT** (``POST /v1/sft``) on the demonstrations that resolved their task (cross-entropy on the teacher's
+   tokens only, through the same chains, masks and trie packing as GRPO);
+3. **evals** of the base weights and of the SFT version on the held-out ``eval`` split (28 function families that
+   neither the demonstrations nor training ever show), with the same eval seed, so their samples pair up;
+4. **GRPO** from the SFT version (``init``) through mini-swe-agent on the train split, and an eval of its last
+   version (skipped with ``--steps 0``).
+
+Reported: pass@1 of each eval with the paired change base → SFT and SFT → RL (``shared/paired_stats.py``), and
+per eval the agent's turns (``turn_figures``): model calls per rollout, the share of the policy's replies that are
+well-formed actions (exactly one ``mswea_bash_command`` block, mini-swe-agent's own ``action_regex``), tokens,
+chains and forks per rollout, how the rollouts ended; the SFT run's loss per step; the wall time of each stage.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import statistics
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import click
+from sqlalchemy import text
+
+from benchmarks.recipe import (
+    DATASET,
+    EvalResult,
+    Progress,
+    Recipe,
+    api,
+    collect,
+    evaluate,
+    run_eval,
+    train,
+)
+from shared.db import make_engine
+from shared.sampling_seed import stream_seed
+from shared.settings import Settings
+
+AGENT = "mini-swe-agent"
+AGENT_HARNESS: dict[str, Any] = {"name": AGENT, "config": "mini_textbased", "step_limit": 8}
+"""mini-swe-agent with the text-based config it ships (one fenced bash block per answer, no tools); 8 model calls
+at most: the demonstration takes 5 (look, read, write, test, submit)."""
+ACTION = re.compile(r"```mswea_bash_command\s*\n(.*?)\n```", re.DOTALL)
+"""mini-swe-agent's ``action_regex`` (``litellm_textbased_model.py``): a reply is an action when it holds exactly
+one match."""
+
+
+@dataclass(frozen=True)
+class AgentRecipe:
+    """Everything that decides an agent learning run (the module docstring for the stages)."""
+
+    demo_tasks: int = 64
+    """Train tasks demonstrated (a seeded draw of the 178), one rollout each."""
+    sft_epochs: int = 2
+    sft_learning_rate: float = 5e-5
+    sft_batch_rollouts: int = 8
+    rl: Recipe = field(
+        default_factory=lambda: Recipe(
+            harness=AGENT_HARNESS,
+            curriculum=None,
+            max_tokens=384,
+            eval_samples=1,
+            steps=8,
+            group_size=4,
+            groups_per_step=4,
+            train_tasks=32,
+        )  # fmt: skip
+    )
+    """The evals' and the GRPO run's settings (``benchmarks/recipe.py``): mini-swe-agent, no curriculum (the
+    bundled solve rates are the ``codeblock`` harness's), 384 tokens a reply (the write step is the file whole)."""
+
+    @property
+    def seed(self) -> int:
+        return self.rl.seed
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+AGENT_RECIPE = AgentRecipe()
+
+
+@dataclass
+class AgentResult:
+    recipe: dict[str, Any]
+    demonstrations: EvalResult
+    sft_run: str
+    sft_steps: list[dict[str, Any]]
+    eval_base: EvalResult
+    eval_sft: EvalResult
+    train_run: str | None = None
+    eval_rl: EvalResult | None = None
+    reward_per_step: list[float] = field(default_factory=list)
+    stage_wall_s: dict[str, float] = field(default_factory=dict)
+    turns: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """``turn_figures`` of each eval (and of the demonstrations and the GRPO run), by stage name."""
+
+
+def demonstrate(suite: Any, settings: Settings, recipe: AgentRecipe, progress: Progress) -> EvalResult:
+    """Stage 1: the reference teacher through the agent on a seeded draw of ``demo_tasks`` train tasks."""
+    from shared.datasets import load_dataset
+
+    train_split = recipe.rl.splits[0]
+    task_ids = [t.instance_id for t in load_dataset(DATASET, train_split)]
+    random.Random(stream_seed(recipe.seed, "demo_tasks")).shuffle(task_ids)
+    body = {
+        "name": "demonstrations", "harness": recipe.rl.harness, "dataset": DATASET, "split": train_split,
+        "instance_ids": task_ids[: recipe.demo_tasks], "samples": 1, "teacher": {"kind": "reference"},
+        "sampling": {"max_tokens": recipe.rl.max_tokens},
+    }  # fmt: skip
+    return run_eval(suite, settings, body, progress)
+
+
+def fine_tune(suite: Any, settings: Settings, recipe: AgentRecipe, demos: str, progress: Progress) -> str:
+    """Stage 2: SFT on the demonstrations that resolved their task; returns the SFT run once it completed."""
+    body = {
+        "name": "sft-demonstrations", "from_run": demos, "min_reward": 1.0, "epochs": recipe.sft_epochs,
+        "batch_rollouts": recipe.sft_batch_rollouts, "learning_rate": recipe.sft_learning_rate,
+        "seed": stream_seed(recipe.seed, "sft"),
+        "grpo": {"bf16_autocast": recipe.rl.bf16_autocast},
+    }  # fmt: skip
+    created = api(settings, "POST", "/v1/sft", body)
+    while True:
+        suite.tick()
+        detail = api(settings, "GET", f"/v1/runs/{created['id']}")
+        progress(detail["progress"]["steps_done"], max(detail["steps"] or 1, 1))
+        if detail["status"] == "completed":
+            return str(created["id"])
+        if detail["status"] in ("failed", "stopped"):
+            raise click.ClickException(
+                f"sft run {created['id']} ended {detail['status']}: {detail.get('error')}"
+            )
+        time.sleep(2)
+
+
+def run_agent_learning(
+    suite: Any, settings: Settings, recipe: AgentRecipe, progress_for: Any
+) -> AgentResult:  # fmt: skip
+    """The four stages of the module docstring."""
+    from shared.datasets import load_dataset
+
+    walls: dict[str, float] = {}
+    eval_split = recipe.rl.splits[1]
+    eval_total = len(load_dataset(DATASET, eval_split)) * recipe.rl.eval_samples
+
+    def timed(name: str, fn: Any, *args: Any) -> Any:
+        t0 = time.monotonic()
+        out = fn(*args)
+        walls[name] = time.monotonic() - t0
+        return out
+
+    demos = timed("demonstrations_s", demonstrate, suite, settings, recipe,
+                  progress_for("demonstrations (reference teacher)", recipe.demo_tasks))  # fmt: skip
+    sft_run = timed("sft_s", fine_tune, suite, settings, recipe, demos.run_id, progress_for("SFT steps", 1))
+    base = timed("eval_base_s", evaluate, suite, settings, recipe.rl, eval_split, "eval-base",
+                 progress_for("eval base weights", eval_total))  # fmt: skip
+    sft = timed("eval_sft_s", evaluate, suite, settings, recipe.rl, eval_split, "eval-sft",
+                progress_for("eval SFT version", eval_total), sft_run)  # fmt: skip
+    result = AgentResult(
+        recipe=recipe.as_dict(), demonstrations=demos, sft_run=sft_run, sft_steps=sft_steps(settings, sft_run),
+        eval_base=base, eval_sft=sft, stage_wall_s=walls,
+    )  # fmt: skip
+    if recipe.rl.steps > 0:
+        rl = replace(recipe.rl, init=sft_run)
+        result.train_run = timed("grpo_s", train, suite, settings, rl, progress_for("GRPO steps", rl.steps))
+        result.eval_rl = timed("eval_rl_s", evaluate, suite, settings, rl, eval_split, "eval-rl",
+                               progress_for("eval GRPO version", eval_total), result.train_run)  # fmt: skip
+        result.reward_per_step = collect(settings, result.train_run)[0]
+    stages = {"demonstrations": demos.run_id, "eval_base": base.run_id, "eval_sft": sft.run_id}
+    if result.train_run is not None and result.eval_rl is not None:
+        stages |= {"grpo": result.train_run, "eval_rl": result.eval_rl.run_id}
+    result.turns = {name: turn_figures(settings, run) for name, run in stages.items()}
+    return result
+
+
+def sft_steps(settings: Settings, sft_run: str) -> list[dict[str, Any]]:
+    from shared.step_record import StepRecord
+
+    records = [StepRecord.from_row(s) for s in api(settings, "GET", f"/v1/runs/{sft_run}")["step_metrics"]]
+    return [{"step": r.step, "loss": r.update.loss, "loss_tokens": r.update.loss_tokens,
+             "tokens_computed": r.update.tokens_computed, "step_time_s": r.step_time_s} for r in records]  # fmt: skip
+
+
+CALLS_SQL = """
+SELECT r.id AS rollout, r.status, coalesce(r.outcome_reason, r.harness_outcome, r.status) AS ended, coalesce(rw.resolved, false) AS resolved,
+       c.chain_id, c.position, c.fork_reason, c.prompt_tokens, c.completion_tokens, c.finish_reason, c.source,
+       c.tokens_key, c.policy_version, c.id AS call_id, c.parent_call_id, c.suffix_tokens, c.provider_api
+FROM rollouts r LEFT JOIN calls c ON c.rollout_id = r.id LEFT JOIN rewards rw ON rw.rollout_id = r.id
+WHERE r.run_id = :run ORDER BY r.id, c.position
+"""
+
+
+def turn_figures(settings: Settings, run_id: str) -> dict[str, Any]:
+    """How the rollouts of ``run_id`` went as agent loops: model calls, chains and forks per rollout (median,
+    mean), prompt and completion tokens per rollout, the share of the replies that are well-formed actions, and
+    how the rollouts ended (``harness_outcome``)."""
+    from transformers import AutoTokenizer
+
+    with make_engine(settings.database_url).connect() as conn:
+        rows = conn.execute(text(CALLS_SQL), {"run": run_id}).mappings().all()
+    by_rollout: dict[str, list[Any]] = {}
+    ended: dict[str, str] = {}
+    for row in rows:
+        ended[row["rollout"]] = str(row["ended"])
+        by_rollout.setdefault(row["rollout"], [])
+        if row["call_id"] is not None:
+            by_rollout[row["rollout"]].append(row)
+    tokenizer = AutoTokenizer.from_pretrained(str(settings.model_dir))
+    replies = reply_texts(settings, [r for calls in by_rollout.values() for r in calls], tokenizer)
+    well_formed = [len(ACTION.findall(t)) == 1 for t in replies]
+    calls = [len(c) for c in by_rollout.values()]
+    outcomes: dict[str, int] = {}
+    for outcome in ended.values():
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+
+    def summary(values: list[float]) -> dict[str, float]:
+        return {"median": statistics.median(values), "mean": statistics.fmean(values)} if values else {}
+
+    return {
+        "rollouts": len(by_rollout),
+        "calls_per_rollout": summary([float(n) for n in calls]),
+        "chains_per_rollout": summary([float(len({r["chain_id"] for r in c})) for c in by_rollout.values()]),
+        "forks_per_rollout": summary(
+            [float(sum(r["fork_reason"] is not None for r in c)) for c in by_rollout.values()]
+        ),
+        "prompt_tokens_per_rollout": summary(
+            [float(sum(r["prompt_tokens"] for r in c)) for c in by_rollout.values()]
+        ),
+        "completion_tokens_per_rollout": summary(
+            [float(sum(r["completion_tokens"] for r in c)) for c in by_rollout.values()]
+        ),
+        "replies": len(replies),
+        "well_formed_share": sum(well_formed) / len(well_formed) if well_formed else None,
+        "cut_by_length": sum(r["finish_reason"] == "length" for c in by_rollout.values() for r in c),
+        "outcomes": outcomes,
+    }
+
+
+def reply_texts(settings: Settings, rows: list[Any], tokenizer: Any) -> list[str]:
+    """The text of each call's reply (its sampled ids, decoded)."""
+    from shared.objectstore import open_store
+    from shared.trajectory import fetch_segments
+
+    segments = fetch_segments(open_store(settings), [row["tokens_key"] for row in rows])
+    texts = []
+    for row in rows:
+        segment = segments[row["tokens_key"]]
+        if isinstance(segment, Exception):
+            raise click.ClickException(f"call {row['call_id']}: its tokens cannot be read ({segment})")
+        texts.append(tokenizer.decode([int(i) for i in segment.sampled_ids], skip_special_tokens=True))
+    return texts
+
+
+def agent_arm(settings: Settings, recipe: AgentRecipe, quiet: bool) -> dict[str, Any]:
+    """The agent procedure in a suite of its own: its figures (``--json``) and, under ``table``, its table."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from benchmarks.learning_seeds import paired_figures
+    from services.cli.up import running_suite
+    from shared.machine import describe_machine
+
+    machine_start = describe_machine()
+    started = time.monotonic()
+    with running_suite(settings, echo=not quiet) as suite, Progress(
+        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(), console=Console(stderr=True),
+    ) as progress:  # fmt: skip
+
+        def progress_for(label: str, total: int) -> Any:
+            bar = progress.add_task(label, total=total)
+            return lambda done, total_now: progress.update(bar, completed=done, total=total_now)
+
+        result = run_agent_learning(suite, suite.settings, recipe, progress_for)
+        paired = {
+            "base_to_sft": paired_figures(suite.settings, result.eval_base.run_id, result.eval_sft.run_id)
+        }
+        if result.eval_rl is not None:
+            paired["sft_to_rl"] = paired_figures(
+                suite.settings, result.eval_sft.run_id, result.eval_rl.run_id
+            )
+    figures = asdict(result) | {
+        "evals": {name: _eval_figures(ev) for name, ev in
+                  (("demonstrations", result.demonstrations), ("base", result.eval_base), ("sft", result.eval_sft),
+                   ("rl", result.eval_rl)) if ev is not None},
+        "paired": paired, "machine_start": machine_start, "machine_end": describe_machine(),
+        "total_wall_s": time.monotonic() - started, "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+    }  # fmt: skip
+    figures["table"] = agent_table(figures)
+    return figures
+
+
+def _eval_figures(result: EvalResult) -> dict[str, Any]:
+    return {"run": result.run_id, "passed": result.passed, "samples": result.samples,
+            "pass_at_1": result.pass_at_1, "interval_95": list(result.interval), "wall_s": result.wall_s}  # fmt: skip
+
+
+def agent_table(figures: dict[str, Any]) -> str:
+    """The one-run table of ``agent_arm``'s figures."""
+    lines = [f"agent learning bench (mini-swe-agent) — start: {figures['machine_start']}; end: {figures['machine_end']}",
+             "", "| stage | pass@1 (95 %) | well-formed replies | calls per rollout, median | tokens per rollout "
+             "(prompt / completion, mean) | chains / forks per rollout (mean) | wall |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    walls = figures["stage_wall_s"]
+    wall_of = {
+        "demonstrations": "demonstrations_s",
+        "base": "eval_base_s",
+        "sft": "eval_sft_s",
+        "rl": "eval_rl_s",
+    }
+    turns_of = {"demonstrations": "demonstrations", "base": "eval_base", "sft": "eval_sft", "rl": "eval_rl"}
+    for name, ev in figures["evals"].items():
+        t = figures["turns"].get(turns_of[name], {})
+        share = t.get("well_formed_share")
+        formed = "-" if share is None else f"{share:.0%} of {t['replies']}"
+        lo, hi = ev["interval_95"]
+        lines.append(
+            f"| {name} | {ev['pass_at_1']:.1%} ({ev['passed']}/{ev['samples']}; {lo:.0%}-{hi:.0%}) | "
+            f"{formed} | "
+            f"{t.get('calls_per_rollout', {}).get('median', '-')} | "
+            f"{t.get('prompt_tokens_per_rollout', {}).get('mean', 0):,.0f} / "
+            f"{t.get('completion_tokens_per_rollout', {}).get('mean', 0):,.0f} | "
+            f"{t.get('chains_per_rollout', {}).get('mean', 0):.2f} / {t.get('forks_per_rollout', {}).get('mean', 0):.2f} | "
+            f"{walls.get(wall_of[name], 0) / 60:.1f} min |"
+        )
+    losses = [s["loss"] for s in figures["sft_steps"]]
+    lines.append("")
+    if losses:
+        lines.append(f"SFT ({figures['sft_run']}): {len(losses)} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}, "
+                     f"{walls.get('sft_s', 0) / 60:.1f} min")  # fmt: skip
+    for name, paired in figures["paired"].items():
+        lines.append(f"paired {name.replace('_', ' ')}: {_paired_text(paired)}")
+    if figures["reward_per_step"]:
+        rewards = ", ".join(f"{r:.2f}" for r in figures["reward_per_step"])
+        lines.append(f"GRPO ({figures['train_run']}) training reward per step: {rewards}; "
+                     f"{walls.get('grpo_s', 0) / 60:.1f} min")  # fmt: skip
+    for name, t in figures["turns"].items():
+        ended = ", ".join(f"{k}: {v}" for k, v in sorted(t["outcomes"].items(), key=lambda kv: -kv[1]))
+        lines.append(f"{name}: rollouts ended — {ended}")
+    lines.append(f"total wall time {figures['total_wall_s'] / 60:.1f} min")
+    return "\n".join(lines)
+
+
+def _paired_text(paired: dict[str, Any]) -> str:
+    lo, hi = paired["interval_95"]
+    return (f"delta {100 * paired['delta']:+.1f} points, 95 % {100 * lo:+.1f} to {100 * hi:+.1f} "
+            f"(McNemar p {paired['mcnemar_p']:.3g}, {paired['pairs']} pairs)")  # fmt: skip
