@@ -24,10 +24,11 @@ def _hash(*parts: object) -> int:
     return int.from_bytes(digest[:8], "big") % (1 << SEED_BITS)
 
 
-SEED_STREAMS = ("task_order", "train_sampling", "learner", "eval_sampling")
+SEED_STREAMS = ("task_order", "train_sampling", "learner", "eval_sampling", "demo_tasks", "sft")
 """The independent streams one run seed of the learning recipe derives (``benchmarks/recipe.py``): the order
 of the training tasks, the training run's ``sampling.seed`` (per-call seeds of its rollouts), the learner's
-``grpo.seed`` (init and shuffles) and the evals' ``seed``. Two seeds share no stream, and changing how one stream
+``grpo.seed`` (init and shuffles) and the evals' ``seed``; the agent path (``benchmarks/agent.py``) adds the draw
+of the demonstrated tasks and the SFT run's ``seed`` (its epochs' shuffles). Two seeds share no stream, and changing how one stream
 is drawn (more tasks, another eval) leaves the others' draws as they were."""
 
 
