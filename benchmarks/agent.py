@@ -102,6 +102,7 @@ class AgentResult:
     train_run: str | None = None
     eval_rl: EvalResult | None = None
     reward_per_step: list[float] = field(default_factory=list)
+    grpo_steps: list[dict[str, Any]] = field(default_factory=list)
     stage_wall_s: dict[str, float] = field(default_factory=dict)
     turns: dict[str, dict[str, Any]] = field(default_factory=dict)
     """``turn_figures`` of each eval (and of the demonstrations and the GRPO run), by stage name."""
@@ -168,7 +169,7 @@ def run_agent_learning(
     sft = timed("eval_sft_s", evaluate, suite, settings, recipe.rl, eval_split, "eval-sft",
                 progress_for("eval SFT version", eval_total), sft_run)  # fmt: skip
     result = AgentResult(
-        recipe=recipe.as_dict(), demonstrations=demos, sft_run=sft_run, sft_steps=sft_steps(settings, sft_run),
+        recipe=recipe.as_dict(), demonstrations=demos, sft_run=sft_run, sft_steps=learner_steps(settings, sft_run),
         eval_base=base, eval_sft=sft, stage_wall_s=walls,
     )  # fmt: skip
     if recipe.rl.steps > 0:
@@ -177,6 +178,7 @@ def run_agent_learning(
         result.eval_rl = timed("eval_rl_s", evaluate, suite, settings, rl, eval_split, "eval-rl",
                                progress_for("eval GRPO version", eval_total), result.train_run)  # fmt: skip
         result.reward_per_step = collect(settings, result.train_run)[0]
+        result.grpo_steps = learner_steps(settings, result.train_run)
     stages = {"demonstrations": demos.run_id, "eval_base": base.run_id, "eval_sft": sft.run_id}
     if result.train_run is not None and result.eval_rl is not None:
         stages |= {"grpo": result.train_run, "eval_rl": result.eval_rl.run_id}
@@ -184,16 +186,30 @@ def run_agent_learning(
     return result
 
 
-def sft_steps(settings: Settings, sft_run: str) -> list[dict[str, Any]]:
+def learner_steps(settings: Settings, run: str) -> list[dict[str, Any]]:
+    """An SFT or GRPO run's steps: loss, reward, tokens trained, computed and their lower bound (the batch's
+    distinct prefix tokens), step time."""
     from shared.step_record import StepRecord
 
-    records = [StepRecord.from_row(s) for s in api(settings, "GET", f"/v1/runs/{sft_run}")["step_metrics"]]
-    return [{"step": r.step, "loss": r.update.loss, "loss_tokens": r.update.loss_tokens,
-             "tokens_computed": r.update.tokens_computed, "step_time_s": r.step_time_s} for r in records]  # fmt: skip
+    records = [StepRecord.from_row(s) for s in api(settings, "GET", f"/v1/runs/{run}")["step_metrics"]]
+    return [
+        {
+            "step": r.step,
+            "loss": r.update.loss,
+            "reward_mean": r.update.reward_mean,
+            "groups_trained": r.groups_trained,
+            "loss_tokens": r.update.loss_tokens,
+            "tokens_computed": r.update.tokens_computed,
+            "tokens_lower_bound": r.update.tokens_lower_bound,
+            "step_time_s": r.step_time_s,
+        }
+        for r in records
+    ]
 
 
 CALLS_SQL = """
-SELECT r.id AS rollout, r.status, coalesce(r.outcome_reason, r.harness_outcome, r.status) AS ended, coalesce(rw.resolved, false) AS resolved,
+SELECT r.id AS rollout, r.status, coalesce(r.outcome_reason, r.harness_outcome, r.status) AS ended,
+       coalesce(rw.resolved, false) AS resolved,
        c.chain_id, c.position, c.fork_reason, c.prompt_tokens, c.completion_tokens, c.finish_reason, c.source,
        c.tokens_key, c.policy_version, c.id AS call_id, c.parent_call_id, c.suffix_tokens, c.provider_api
 FROM rollouts r LEFT JOIN calls c ON c.rollout_id = r.id LEFT JOIN rewards rw ON rw.rollout_id = r.id
@@ -344,6 +360,13 @@ def agent_table(figures: dict[str, Any]) -> str:
         rewards = ", ".join(f"{r:.2f}" for r in figures["reward_per_step"])
         lines.append(f"GRPO ({figures['train_run']}) training reward per step: {rewards}; "
                      f"{walls.get('grpo_s', 0) / 60:.1f} min")  # fmt: skip
+    for name in ("sft_steps", "grpo_steps"):
+        steps = figures.get(name) or []
+        computed = sum(s["tokens_computed"] for s in steps)
+        bound = sum(s["tokens_lower_bound"] or 0 for s in steps)
+        if steps and bound:
+            lines.append(f"{name.split('_')[0].upper()} learner tokens computed {computed:,.0f} against a lower bound "
+                         f"of {bound:,.0f} ({computed / bound:.2f}x)")  # fmt: skip
     for name, t in figures["turns"].items():
         ended = ", ".join(f"{k}: {v}" for k, v in sorted(t["outcomes"].items(), key=lambda kv: -kv[1]))
         lines.append(f"{name}: rollouts ended — {ended}")

@@ -66,6 +66,10 @@ class UpdateFigures:
     reward_std: float = 0.0
     loss_tokens: float = 0.0
     tokens_computed: float = 0.0
+    tokens_lower_bound: float | None = None
+    """The batch's distinct prefix tokens (its token trie's nodes): the fewest any exact strategy computes; beside
+    ``tokens_computed`` it says how much the strategy recomputed (a multi-call chain's or a group's shared
+    prefix). None on rows written before it was recorded."""
     plan_s: float | None = None
     update_s: float = 0.0
     """Seconds of the update itself (JSON ``step_time_s``)."""
@@ -88,6 +92,7 @@ class UpdateFigures:
             reward_std=metrics["reward_std"],
             loss_tokens=metrics["loss_tokens"],
             tokens_computed=metrics["tokens_computed"],
+            tokens_lower_bound=metrics.get("tokens_lower_bound"),
             plan_s=metrics["plan_s"],
             update_s=metrics["step_time_s"],
             peak_memory_bytes=int(metrics["peak_memory_bytes"]),
@@ -97,7 +102,9 @@ class UpdateFigures:
 
 # JSON key -> UpdateFigures field, where they differ; ``kl`` is written as well as ``kl_reference``.
 _UPDATE_KEYS = {"step_time_s": "update_s", "kl": "kl_reference"}
-_UPDATE_OPTIONAL = ("tis_fraction", "grad_norm", "plan_s", "peak_memory_bytes", "peak_memory_step_bytes")
+_UPDATE_OPTIONAL = (
+    "tis_fraction", "grad_norm", "plan_s", "peak_memory_bytes", "peak_memory_step_bytes", "tokens_lower_bound"
+)  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)

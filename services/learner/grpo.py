@@ -310,6 +310,7 @@ def _grpo_step(
         reward_std=float(rewards.std()) if len(rewards) else 0.0,
         loss_tokens=float(batch.n_loss_tokens),
         tokens_computed=float(tokens),
+        tokens_lower_bound=float(reconstruct.trie_lower_bound(batch)),
         plan_s=out.plan_s,
         step_time_s=time.perf_counter() - started,
     )

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from services.learner import reconstruct
 from services.learner.grpo import apply_update
 from services.learner.memory import PeakMemory
 from services.learner.types import TrainingBatch
@@ -110,6 +111,7 @@ def sft_step(
             "reward_std": float(rewards.std()) if len(rewards) else 0.0,
             "loss_tokens": float(batch.n_loss_tokens),
             "tokens_computed": float(tokens),
+            "tokens_lower_bound": float(reconstruct.trie_lower_bound(batch)),
             "plan_s": out.plan_s,
             "step_time_s": time.perf_counter() - started,
         }

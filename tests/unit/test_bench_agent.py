@@ -1,0 +1,80 @@
+"""``harnessrl bench learning --harness mini-swe-agent`` (``benchmarks/agent.py``): what counts as a well-formed
+reply, the options it refuses, and its table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from benchmarks.agent import ACTION, AGENT_RECIPE, agent_table
+from benchmarks.learning import bench_learning
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    ("reply", "well_formed"),
+    [
+        ("THOUGHT: look first.\n\n```mswea_bash_command\nls\n```", True),
+        ("THOUGHT: write it.\n\n```mswea_bash_command\ncat <<'EOF' > a.py\nx = 1\nEOF\n```\n", True),
+        ("```mswea_bash_command\nls\n```\n```mswea_bash_command\npwd\n```", False),  # two actions
+        ("```bash\nls\n```", False),  # another fence: mini-swe-agent rejects it
+        ("I would run ls.", False),
+        ("```mswea_bash_command\nls", False),  # cut before the fence closed
+    ],
+)
+def test_a_reply_is_well_formed_when_mini_swe_agent_finds_exactly_one_action(
+    reply: str, well_formed: bool
+) -> None:
+    assert (len(ACTION.findall(reply)) == 1) is well_formed
+
+
+def test_the_agent_recipe_drives_mini_swe_agent_text_based_without_the_codeblock_curriculum() -> None:
+    rl = AGENT_RECIPE.rl
+    assert rl.harness == {"name": "mini-swe-agent", "config": "mini_textbased", "step_limit": 8}
+    assert rl.curriculum is None and rl.holdout == "families" and rl.init is None
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--harness", "mini-swe-agent", "--seeds", "0,1"], "--seeds: not with --harness mini-swe-agent"),
+        (["--harness", "mini-swe-agent", "--holdout", "bugs"], "--holdout: not with"),
+        (["--harness", "mini-swe-agent", "--compare-lags"], "--compare-lags: not with"),
+        (["--demo-tasks", "8"], "--demo-tasks: only with --harness mini-swe-agent"),
+        (["--harness", "mini-swe-agent", "--demo-tasks", "0"], "0 is not in the range"),
+    ],
+)
+def test_options_the_agent_path_cannot_honour_are_usage_errors(args: list[str], says: str) -> None:
+    result = CliRunner().invoke(bench_learning, args)
+    assert result.exit_code == 2 and says in result.output, result.output
+
+
+def _eval(passed: int, samples: int) -> dict[str, Any]:
+    return {"run": "ev", "passed": passed, "samples": samples, "pass_at_1": passed / samples,
+            "interval_95": [0.0, 0.2], "wall_s": 60.0}  # fmt: skip
+
+
+def test_the_table_gives_each_stage_its_pass_rate_turns_and_wall_time() -> None:
+    turns = {"well_formed_share": 0.85, "replies": 400, "calls_per_rollout": {"median": 5.0, "mean": 4.6},
+             "prompt_tokens_per_rollout": {"mean": 9000.0}, "completion_tokens_per_rollout": {"mean": 400.0},
+             "chains_per_rollout": {"mean": 1.0}, "forks_per_rollout": {"mean": 0.0},
+             "outcomes": {"Submitted": 90, "step limit of 8 reached": 18}}  # fmt: skip
+    figures = {
+        "machine_start": "cpu A", "machine_end": "cpu A", "stage_wall_s": {"eval_sft_s": 600.0, "sft_s": 1200.0},
+        "evals": {"base": _eval(0, 108), "sft": _eval(9, 108)},
+        "turns": {"eval_base": turns | {"well_formed_share": 0.02}, "eval_sft": turns},
+        "sft_steps": [{"loss": 1.5, "tokens_computed": 9000.0, "tokens_lower_bound": 9000.0},
+                      {"loss": 0.4, "tokens_computed": 9500.0, "tokens_lower_bound": 9000.0}], "sft_run": "sft_1", "reward_per_step": [], "train_run": None,
+        "paired": {"base_to_sft": {"delta": 0.083, "interval_95": [0.03, 0.14], "mcnemar_p": 0.004, "pairs": 108}},
+        "total_wall_s": 3600.0,
+    }  # fmt: skip
+    table = agent_table(figures)
+    assert "| sft | 8.3% (9/108; 0%-20%) | 85% of 400 | 5.0 | 9,000 / 400 | 1.00 / 0.00 | 10.0 min |" in table
+    assert "| base | 0.0% (0/108" in table and "2% of 400" in table
+    assert "SFT (sft_1): 2 steps, loss 1.500 -> 0.400, 20.0 min" in table
+    assert "paired base to sft: delta +8.3 points, 95 % +3.0 to +14.0 (McNemar p 0.004, 108 pairs)" in table
+    assert "SFT learner tokens computed 18,500 against a lower bound of 18,000 (1.03x)" in table
+    assert "eval_sft: rollouts ended — Submitted: 90, step limit of 8 reached: 18" in table
