@@ -208,7 +208,9 @@ def learner_steps(settings: Settings, run: str) -> list[dict[str, Any]]:
 
 
 CALLS_SQL = """
-SELECT r.id AS rollout, r.status, coalesce(r.outcome_reason, r.harness_outcome, r.status) AS ended,
+SELECT r.id AS rollout, r.status,
+       coalesce(r.meta -> 'attempts' -> -1 ->> 'reason',
+                CASE WHEN r.harness_outcome = 'completed' THEN 'submitted' END, r.harness_outcome, r.status) AS ended,
        coalesce(rw.resolved, false) AS resolved,
        c.chain_id, c.position, c.fork_reason, c.prompt_tokens, c.completion_tokens, c.finish_reason, c.source,
        c.tokens_key, c.policy_version, c.id AS call_id, c.parent_call_id, c.suffix_tokens, c.provider_api
@@ -220,7 +222,8 @@ WHERE r.run_id = :run ORDER BY r.id, c.position
 def turn_figures(settings: Settings, run_id: str) -> dict[str, Any]:
     """How the rollouts of ``run_id`` went as agent loops: model calls, chains and forks per rollout (median,
     mean), prompt and completion tokens per rollout, the share of the replies that are well-formed actions, and
-    how the rollouts ended (``harness_outcome``)."""
+    how the rollouts ended (the last attempt's reason, e.g. mini-swe-agent's step limit or its repeated format
+    errors; ``submitted`` for one that ended by itself)."""
     from transformers import AutoTokenizer
 
     with make_engine(settings.database_url).connect() as conn:
