@@ -60,10 +60,11 @@ one match."""
 class AgentRecipe:
     """Everything that decides an agent learning run (the module docstring for the stages)."""
 
-    demo_tasks: int = 64
-    """Train tasks demonstrated (a seeded draw of the 178), one rollout each."""
+    demo_tasks: int = 40
+    """Train tasks demonstrated (a seeded draw of the 178), one rollout each: 40 demonstrations of 5 replies each
+    took the SFT loss from 1.5 to 0.016 in 10 steps (2026-12-07, docs/perf/learning.md#the-agent-path)."""
     sft_epochs: int = 2
-    sft_learning_rate: float = 5e-5
+    sft_learning_rate: float = 1e-4
     sft_batch_rollouts: int = 8
     rl: Recipe = field(
         default_factory=lambda: Recipe(
