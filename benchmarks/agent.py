@@ -40,6 +40,7 @@ from benchmarks.recipe import (
     api,
     collect,
     evaluate,
+    follow_run,
     run_eval,
     train,
 )
@@ -133,17 +134,7 @@ def fine_tune(suite: Any, settings: Settings, recipe: AgentRecipe, demos: str, p
         "grpo": {"bf16_autocast": recipe.rl.bf16_autocast},
     }  # fmt: skip
     created = api(settings, "POST", "/v1/sft", body)
-    while True:
-        suite.tick()
-        detail = api(settings, "GET", f"/v1/runs/{created['id']}")
-        progress(detail["progress"]["steps_done"], max(detail["steps"] or 1, 1))
-        if detail["status"] == "completed":
-            return str(created["id"])
-        if detail["status"] in ("failed", "stopped"):
-            raise click.ClickException(
-                f"sft run {created['id']} ended {detail['status']}: {detail.get('error')}"
-            )
-        time.sleep(2)
+    return follow_run(suite, settings, str(created["id"]), "sft run", progress)
 
 
 def run_agent_learning(

@@ -372,16 +372,20 @@ def train(suite: Any, settings: Settings, recipe: Recipe, progress: Progress) ->
     random.Random(stream_seed(recipe.seed, "task_order")).shuffle(task_ids)
     task_ids = task_ids[: recipe.train_tasks]
     run = api(settings, "POST", "/v1/runs", training_run_body(recipe, settings.served_model_name, task_ids))
+    return follow_run(suite, settings, str(run["id"]), "training run", progress)
+
+
+def follow_run(suite: Any, settings: Settings, run_id: str, what: str, progress: Progress) -> str:
+    """Wait for a training or SFT run to complete (its learner steps as progress); ``what`` names it in the error
+    raised when it fails or is stopped."""
     while True:
         suite.tick()
-        detail = api(settings, "GET", f"/v1/runs/{run['id']}")
-        progress(detail["progress"]["steps_done"], recipe.steps)
+        detail = api(settings, "GET", f"/v1/runs/{run_id}")
+        progress(detail["progress"]["steps_done"], max(detail["steps"] or 1, 1))
         if detail["status"] == "completed":
-            return str(run["id"])
+            return run_id
         if detail["status"] in ("failed", "stopped"):
-            raise click.ClickException(
-                f"training run {run['id']} ended {detail['status']}: {detail.get('error')}"
-            )
+            raise click.ClickException(f"{what} {run_id} ended {detail['status']}: {detail.get('error')}")
         time.sleep(2)
 
 
