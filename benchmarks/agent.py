@@ -202,8 +202,6 @@ def learner_steps(settings: Settings, run: str) -> list[dict[str, Any]]:
 
 CALLS_SQL = """
 SELECT r.id AS rollout, r.status,
-       coalesce(r.meta -> 'attempts' -> -1 ->> 'reason',
-                CASE WHEN r.harness_outcome = 'completed' THEN 'submitted' END, r.harness_outcome, r.status) AS ended,
        coalesce(rw.resolved, false) AS resolved,
        c.chain_id, c.position, c.fork_reason, c.prompt_tokens, c.completion_tokens, c.finish_reason, c.source,
        c.tokens_key, c.policy_version, c.id AS call_id, c.parent_call_id, c.suffix_tokens, c.provider_api
@@ -222,9 +220,8 @@ def turn_figures(settings: Settings, run_id: str) -> dict[str, Any]:
     with make_engine(settings.database_url).connect() as conn:
         rows = conn.execute(text(CALLS_SQL), {"run": run_id}).mappings().all()
     by_rollout: dict[str, list[Any]] = {}
-    ended: dict[str, str] = {}
+    ended = rollout_ends(settings, run_id)
     for row in rows:
-        ended[row["rollout"]] = str(row["ended"])
         by_rollout.setdefault(row["rollout"], [])
         if row["call_id"] is not None:
             by_rollout[row["rollout"]].append(row)
@@ -257,6 +254,25 @@ def turn_figures(settings: Settings, run_id: str) -> dict[str, Any]:
         "cut_by_length": sum(r["finish_reason"] == "length" for c in by_rollout.values() for r in c),
         "outcomes": outcomes,
     }
+
+
+def rollout_ends(settings: Settings, run_id: str) -> dict[str, str]:
+    """How each rollout of ``run_id`` ended: its last attempt's reason (``shared/rollout_records.py``), else
+    ``submitted`` for a harness that ended by itself, else its harness outcome or status."""
+    from sqlalchemy import select
+
+    from shared.db import session_factory, session_scope
+    from shared.models import Rollout
+    from shared.rollout_records import read_meta
+
+    ends = {}
+    with session_scope(session_factory(make_engine(settings.database_url))) as session:
+        for rollout in session.scalars(select(Rollout).where(Rollout.run_id == run_id)):
+            last = read_meta(rollout).last_attempt
+            reason = last.reason if last is not None else None
+            completed = "submitted" if rollout.harness_outcome == "completed" else None
+            ends[rollout.id] = str(reason or completed or rollout.harness_outcome or rollout.status)
+    return ends
 
 
 def reply_texts(settings: Settings, rows: list[Any], tokenizer: Any) -> list[str]:
