@@ -78,3 +78,19 @@ def test_the_table_gives_each_stage_its_pass_rate_turns_and_wall_time() -> None:
     assert "paired base to sft: delta +8.3 points, 95 % +3.0 to +14.0 (McNemar p 0.004, 108 pairs)" in table
     assert "SFT learner tokens computed 18,500 against a lower bound of 18,000 (1.03x)" in table
     assert "eval_sft: rollouts ended — Submitted: 90, step limit of 8 reached: 18" in table
+
+
+def test_the_grpo_stage_asks_for_a_run_through_the_agent_from_the_sft_version() -> None:
+    """The body ``train`` posts for stage 4 validates as a ``POST /v1/runs`` body: mini-swe-agent with its options,
+    ``init`` the SFT run (its newest version), seeded sampling."""
+    from dataclasses import replace
+
+    from benchmarks.recipe import training_run_body
+    from services.api.schemas import RunCreate
+
+    rl = replace(AGENT_RECIPE.rl, init="sft_abc")
+    body = RunCreate.model_validate(training_run_body(rl, "small", ["clamp-1", "clamp-2"]))
+    assert body.harness.name == "mini-swe-agent" and body.harness.step_limit == 8  # type: ignore[union-attr]
+    assert body.init is not None and body.init.run_id == "sft_abc" and body.init.version is None
+    assert body.sampling.max_tokens == 384 and body.sampling.seed is not None
+    assert body.group_size == 4 and body.groups_per_step == 4 and body.steps == 8
