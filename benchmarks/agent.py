@@ -68,6 +68,9 @@ class AgentRecipe:
     sft_epochs: int = 2
     sft_learning_rate: float = 1e-4
     sft_batch_rollouts: int = 8
+    base_eval: bool = True
+    """Evaluate the base weights (the base → SFT pair). The base eval of a seed is the same in every run of it (its
+    samples are seeded), so ``--no-base-eval`` skips it where it is on record: 0/108 for seed 0 (2026-12-07)."""
     rl: Recipe = field(
         default_factory=lambda: Recipe(
             harness=AGENT_HARNESS,
@@ -100,12 +103,15 @@ class AgentResult:
     demonstrations: EvalResult
     sft_run: str
     sft_steps: list[dict[str, Any]]
-    eval_base: EvalResult
+    eval_base: EvalResult | None
     eval_sft: EvalResult
     train_run: str | None = None
     eval_rl: EvalResult | None = None
     reward_per_step: list[float] = field(default_factory=list)
     grpo_steps: list[dict[str, Any]] = field(default_factory=list)
+    grpo_timing: dict[str, Any] | None = None
+    """Where the GRPO run's time went (``services/cli/step_figures.py``): the share of its wall time inference and
+    the learner were busy, seconds per step, the trained tokens' policy lag."""
     stage_wall_s: dict[str, float] = field(default_factory=dict)
     turns: dict[str, dict[str, Any]] = field(default_factory=dict)
     """``turn_figures`` of each eval (and of the demonstrations and the GRPO run), by stage name."""
@@ -157,8 +163,10 @@ def run_agent_learning(
     demos = timed("demonstrations_s", demonstrate, suite, settings, recipe,
                   progress_for("demonstrations (reference teacher)", recipe.demo_tasks))  # fmt: skip
     sft_run = timed("sft_s", fine_tune, suite, settings, recipe, demos.run_id, progress_for("SFT steps", 1))
-    base = timed("eval_base_s", evaluate, suite, settings, recipe.rl, eval_split, "eval-base",
-                 progress_for("eval base weights", eval_total))  # fmt: skip
+    base = None
+    if recipe.base_eval:
+        base = timed("eval_base_s", evaluate, suite, settings, recipe.rl, eval_split, "eval-base",
+                     progress_for("eval base weights", eval_total))  # fmt: skip
     sft = timed("eval_sft_s", evaluate, suite, settings, recipe.rl, eval_split, "eval-sft",
                 progress_for("eval SFT version", eval_total), sft_run)  # fmt: skip
     result = AgentResult(
@@ -172,7 +180,10 @@ def run_agent_learning(
                                progress_for("eval GRPO version", eval_total), result.train_run)  # fmt: skip
         result.reward_per_step = collect(settings, result.train_run)[0]
         result.grpo_steps = learner_steps(settings, result.train_run)
-    stages = {"demonstrations": demos.run_id, "eval_base": base.run_id, "eval_sft": sft.run_id}
+        result.grpo_timing = grpo_timing(settings, result.train_run)
+    stages = {"demonstrations": demos.run_id, "eval_sft": sft.run_id}
+    if base is not None:
+        stages["eval_base"] = base.run_id
     if result.train_run is not None and result.eval_rl is not None:
         stages |= {"grpo": result.train_run, "eval_rl": result.eval_rl.run_id}
     result.turns = {name: turn_figures(settings, run) for name, run in stages.items()}
@@ -198,6 +209,14 @@ def learner_steps(settings: Settings, run: str) -> list[dict[str, Any]]:
         }
         for r in records
     ]
+
+
+def grpo_timing(settings: Settings, run: str) -> dict[str, Any] | None:
+    """``step_figures`` of the GRPO run (None when no step carries a window)."""
+    from services.cli.step_figures import step_figures
+
+    timing = step_figures(api(settings, "GET", f"/v1/runs/{run}")["step_metrics"])
+    return None if timing is None else timing.as_dict()
 
 
 CALLS_SQL = """
@@ -311,9 +330,11 @@ def agent_arm(settings: Settings, recipe: AgentRecipe, quiet: bool) -> dict[str,
             return lambda done, total_now: progress.update(bar, completed=done, total=total_now)
 
         result = run_agent_learning(suite, suite.settings, recipe, progress_for)
-        paired = {
-            "base_to_sft": paired_figures(suite.settings, result.eval_base.run_id, result.eval_sft.run_id)
-        }
+        paired = {}
+        if result.eval_base is not None:
+            paired["base_to_sft"] = paired_figures(
+                suite.settings, result.eval_base.run_id, result.eval_sft.run_id
+            )
         if result.eval_rl is not None:
             paired["sft_to_rl"] = paired_figures(
                 suite.settings, result.eval_sft.run_id, result.eval_rl.run_id
@@ -372,6 +393,10 @@ def agent_table(figures: dict[str, Any]) -> str:
         rewards = ", ".join(f"{r:.2f}" for r in figures["reward_per_step"])
         lines.append(f"GRPO ({figures['train_run']}) training reward per step: {rewards}; "
                      f"{walls.get('grpo_s', 0) / 60:.1f} min")  # fmt: skip
+    if timing := figures.get("grpo_timing"):
+        lines.append(f"GRPO time: inference busy {timing['inference_busy_fraction']:.0%}, learner busy "
+                     f"{timing['learner_busy_fraction']:.0%} of {timing['wall_s'] / 60:.1f} min over {timing['steps']} "
+                     f"steps ({timing['wall_s_per_step']:.0f} s a step), policy lag {timing['policy_lag_mean']:.2f}")  # fmt: skip
     for name in ("sft_steps", "grpo_steps"):
         steps = figures.get(name) or []
         computed = sum(s["tokens_computed"] for s in steps)

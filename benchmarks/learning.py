@@ -315,6 +315,11 @@ def _known_reward_fn(param: click.Parameter, value: str | None) -> str | None:
 )
 @click.option("--sft-epochs", type=click.IntRange(1, 100), help="mini-swe-agent: SFT epochs.")
 @click.option("--sft-learning-rate", type=float, help="mini-swe-agent: SFT learning rate.")
+@click.option(
+    "--base-eval/--no-base-eval",
+    default=None,
+    help="mini-swe-agent: evaluate the base weights (default), or skip that eval where it is on record.",
+)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="PNG path.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
 @click.option("--quiet/--verbose", default=True, help="Hide service logs.")
@@ -332,6 +337,7 @@ def bench_learning(
     demo_tasks: int | None,
     sft_epochs: int | None,
     sft_learning_rate: float | None,
+    base_eval: bool | None,
     **overrides: Any,
 ) -> None:
     """Eval version 0, train, eval the last version on SmolLM2-135M-Instruct; figures and a PNG.
@@ -360,7 +366,10 @@ def bench_learning(
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise click.BadParameter(f"{where}: {first['msg']}", param_hint="--grpo") from None
-    agent = {"demo_tasks": demo_tasks, "sft_epochs": sft_epochs, "sft_learning_rate": sft_learning_rate}
+    agent = {
+        "demo_tasks": demo_tasks, "sft_epochs": sft_epochs, "sft_learning_rate": sft_learning_rate,
+        "base_eval": base_eval,
+    }  # fmt: skip
     if harness == "mini-swe-agent":
         bench_agent(overrides, grpo, agent, seeds, compare_lags, quiet, as_json)
         return

@@ -44,6 +44,7 @@ def test_the_agent_recipe_drives_mini_swe_agent_text_based_without_the_codeblock
         (["--harness", "mini-swe-agent", "--holdout", "bugs"], "--holdout: not with"),
         (["--harness", "mini-swe-agent", "--compare-lags"], "--compare-lags: not with"),
         (["--demo-tasks", "8"], "--demo-tasks: only with --harness mini-swe-agent"),
+        (["--no-base-eval"], "--base-eval: only with --harness mini-swe-agent"),
         (["--harness", "mini-swe-agent", "--demo-tasks", "0"], "0 is not in the range"),
     ],
 )
@@ -94,3 +95,24 @@ def test_the_grpo_stage_asks_for_a_run_through_the_agent_from_the_sft_version() 
     assert body.init is not None and body.init.run_id == "sft_abc" and body.init.version is None
     assert body.sampling.max_tokens == 384 and body.sampling.seed is not None
     assert body.group_size == 4 and body.groups_per_step == 4 and body.steps == 8
+
+
+def test_without_the_base_eval_the_table_has_no_base_row_and_no_base_pair() -> None:
+    turns = {"well_formed_share": 1.0, "replies": 540, "calls_per_rollout": {"median": 5.0},
+             "prompt_tokens_per_rollout": {"mean": 9000.0}, "completion_tokens_per_rollout": {"mean": 400.0},
+             "chains_per_rollout": {"mean": 1.0}, "forks_per_rollout": {"mean": 0.0}, "outcomes": {"submitted": 108}}  # fmt: skip
+    figures = {
+        "machine_start": "cpu A", "machine_end": "cpu A", "stage_wall_s": {"eval_sft_s": 600.0, "eval_rl_s": 600.0},
+        "evals": {"sft": _eval(24, 108), "rl": _eval(30, 108)}, "turns": {"eval_sft": turns, "eval_rl": turns},
+        "sft_steps": [], "sft_run": "sft_1", "reward_per_step": [0.25, 0.5], "train_run": "run_1",
+        "paired": {"sft_to_rl": {"delta": 0.056, "interval_95": [0.0, 0.11], "mcnemar_p": 0.05, "pairs": 108}},
+        "total_wall_s": 3600.0,
+        "grpo_timing": {"inference_busy_fraction": 0.9, "learner_busy_fraction": 0.35, "wall_s": 1200.0, "steps": 4,
+                        "wall_s_per_step": 300.0, "policy_lag_mean": 0.5},
+    }  # fmt: skip
+    table = agent_table(figures)
+    assert "GRPO time: inference busy 90%, learner busy 35% of 20.0 min over 4 steps (300 s a step)" in table
+    assert "| base |" not in table and "paired base to sft" not in table
+    assert "| rl | 27.8% (30/108" in table
+    assert "paired sft to rl: delta +5.6 points" in table
+    assert "GRPO (run_1) training reward per step: 0.25, 0.50" in table
