@@ -22,6 +22,7 @@ chains and forks per rollout, how the rollouts ended; the SFT run's loss per ste
 
 from __future__ import annotations
 
+import asyncio
 import random
 import re
 import statistics
@@ -32,6 +33,7 @@ from typing import Any
 import click
 from sqlalchemy import text
 
+from benchmarks.inference import measure_throughput
 from benchmarks.recipe import (
     DATASET,
     EvalResult,
@@ -339,6 +341,14 @@ def agent_arm(settings: Settings, recipe: AgentRecipe, quiet: bool) -> dict[str,
             paired["sft_to_rl"] = paired_figures(
                 suite.settings, result.eval_sft.run_id, result.eval_rl.run_id
             )
+        engine = None
+        if result.train_run is not None:
+            engine = asyncio.run(
+                measure_throughput(
+                    suite.settings.resolved_inference_urls[0], recipe.rl.runner_concurrency,
+                    ENGINE_REQUESTS_PER_CLIENT, recipe.rl.max_tokens,
+                )
+            )  # fmt: skip
     figures = asdict(result) | {
         "evals": {name: _eval_figures(ev) for name, ev in
                   (("demonstrations", result.demonstrations), ("base", result.eval_base), ("sft", result.eval_sft),
@@ -346,8 +356,36 @@ def agent_arm(settings: Settings, recipe: AgentRecipe, quiet: bool) -> dict[str,
         "paired": paired, "machine_start": machine_start, "machine_end": describe_machine(),
         "total_wall_s": time.monotonic() - started, "date": time.strftime("%Y-%m-%d %H:%M %Z"),
     }  # fmt: skip
+    grpo_turns = result.turns.get("grpo")
+    figures["throughput"] = (
+        None if engine is None or grpo_turns is None or result.grpo_timing is None
+        else throughput_figures(grpo_turns, result.grpo_timing, engine)
+    )  # fmt: skip
     figures["table"] = agent_table(figures)
     return figures
+
+
+ENGINE_REQUESTS_PER_CLIENT = 2
+
+
+def throughput_figures(
+    turns: dict[str, Any], timing: dict[str, Any], engine: dict[str, Any]
+) -> dict[str, Any]:
+    """The agent loop's sampling rate beside the engine's own: the GRPO rollouts' sampled tokens over the run's
+    wall time (first sampling to last commit) and over the time inference was busy, against ``bench inference``'s
+    measure (``engine``: clients at the run's runner concurrency, each sending requests of the run's ``max_tokens``
+    to the same vLLM, after the run)."""
+    sampled = turns["completion_tokens_per_rollout"].get("mean", 0.0) * turns["rollouts"]
+    busy_s = timing["wall_s"] * timing["inference_busy_fraction"]
+    loop = sampled / timing["wall_s"] if timing["wall_s"] else 0.0
+    return {
+        "loop_sampled_tokens": sampled,
+        "loop_tokens_per_s": loop,
+        "loop_tokens_per_inference_busy_s": sampled / busy_s if busy_s else None,
+        "engine_tokens_per_s": engine["tokens_per_s"],
+        "engine_concurrency": engine["concurrency"],
+        "loop_over_engine": loop / engine["tokens_per_s"] if engine["tokens_per_s"] else None,
+    }
 
 
 def _eval_figures(result: EvalResult) -> dict[str, Any]:
@@ -397,6 +435,12 @@ def agent_table(figures: dict[str, Any]) -> str:
         lines.append(f"GRPO time: inference busy {timing['inference_busy_fraction']:.0%}, learner busy "
                      f"{timing['learner_busy_fraction']:.0%} of {timing['wall_s'] / 60:.1f} min over {timing['steps']} "
                      f"steps ({timing['wall_s_per_step']:.0f} s a step), policy lag {timing['policy_lag_mean']:.2f}")  # fmt: skip
+    if speed := figures.get("throughput"):
+        busy = speed["loop_tokens_per_inference_busy_s"]
+        lines.append(f"GRPO sampled {speed['loop_tokens_per_s']:.0f} tokens/s over its wall time"
+                     f"{'' if busy is None else f' ({busy:.0f} while inference was busy)'}; vLLM's own at concurrency "
+                     f"{speed['engine_concurrency']}: {speed['engine_tokens_per_s']:.0f} tokens/s "
+                     f"(the loop {speed['loop_over_engine']:.0%} of it)")  # fmt: skip
     for name in ("sft_steps", "grpo_steps"):
         steps = figures.get(name) or []
         computed = sum(s["tokens_computed"] for s in steps)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from benchmarks.agent import ACTION, AGENT_RECIPE, agent_table
+from benchmarks.agent import ACTION, AGENT_RECIPE, agent_table, throughput_figures
 from benchmarks.learning import bench_learning
 
 pytestmark = pytest.mark.unit
@@ -116,3 +116,22 @@ def test_without_the_base_eval_the_table_has_no_base_row_and_no_base_pair() -> N
     assert "| rl | 27.8% (30/108" in table
     assert "paired sft to rl: delta +5.6 points" in table
     assert "GRPO (run_1) training reward per step: 0.25, 0.50" in table
+
+
+def test_the_loops_sampling_rate_is_set_beside_the_engines_own() -> None:
+    """16 rollouts of 500 sampled tokens in a 400 s run whose inference was busy half the time: 20 tokens/s over
+    the wall, 40 while busy, a fifth of an engine that samples 100 tokens/s at the same concurrency."""
+    turns = {"rollouts": 16, "completion_tokens_per_rollout": {"median": 480.0, "mean": 500.0}}
+    timing = {"wall_s": 400.0, "inference_busy_fraction": 0.5}
+    speed = throughput_figures(turns, timing, {"concurrency": 12, "tokens_per_s": 100.0})
+    assert speed["loop_sampled_tokens"] == 8000.0
+    assert speed["loop_tokens_per_s"] == 20.0 and speed["loop_tokens_per_inference_busy_s"] == 40.0
+    assert speed["loop_over_engine"] == 0.2 and speed["engine_concurrency"] == 12
+    table = agent_table(
+        {"machine_start": "a", "machine_end": "a", "stage_wall_s": {}, "evals": {}, "turns": {}, "sft_steps": [],
+         "sft_run": "s", "paired": {}, "reward_per_step": [], "total_wall_s": 1.0, "throughput": speed}
+    )  # fmt: skip
+    assert (
+        "GRPO sampled 20 tokens/s over its wall time (40 while inference was busy); vLLM's own at concurrency 12: "
+        "100 tokens/s (the loop 20% of it)" in table
+    )
