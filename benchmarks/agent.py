@@ -222,11 +222,9 @@ def grpo_timing(settings: Settings, run: str) -> dict[str, Any] | None:
 
 
 CALLS_SQL = """
-SELECT r.id AS rollout, r.status,
-       coalesce(rw.resolved, false) AS resolved,
-       c.chain_id, c.position, c.fork_reason, c.prompt_tokens, c.completion_tokens, c.finish_reason, c.source,
-       c.tokens_key, c.policy_version, c.id AS call_id, c.parent_call_id, c.suffix_tokens, c.provider_api
-FROM rollouts r LEFT JOIN calls c ON c.rollout_id = r.id LEFT JOIN rewards rw ON rw.rollout_id = r.id
+SELECT r.id AS rollout, c.id AS call_id, c.chain_id, c.fork_reason, c.prompt_tokens, c.completion_tokens,
+       c.finish_reason, c.tokens_key
+FROM rollouts r LEFT JOIN calls c ON c.rollout_id = r.id
 WHERE r.run_id = :run ORDER BY r.id, c.position
 """
 
