@@ -67,6 +67,11 @@ class ClaudeCodeOptions(HarnessOptions):
     (identity, working directory, date), a first prompt that fits a small model (1.2k SmolLM2 tokens instead of
     12.5k); no hooks, plugins, CLAUDE.md discovery or auto-memory."""
 
+    max_turns: int | None = Field(None, ge=1, le=10_000)
+    """``claude -p --max-turns N``: the agent's turns before it stops (it exits with ``error_max_turns``: a
+    completed rollout, like mini-swe-agent's step limit); null: no limit but the rollout's timeout. A small model that
+    keeps calling tools needs one."""
+
     @property
     def first_call_name(self) -> str:
         return "claude-code-bare" if self.bare else self.name

@@ -260,3 +260,23 @@ def test_shell_harness_reaches_the_gateway_with_the_usual_variables(  # type: ig
         patch = store.get_bytes(rollout.patch_key or "").decode()
     assert "hello from the policy" in patch  # the answer came back through the sandbox's forwarder
     assert f"+{toy_task.problem_statement}" in patch  # the instruction was substituted, quoted intact
+
+
+def test_claude_code_stops_at_its_turn_budget_as_a_completed_rollout(  # type: ignore[no-untyped-def]
+    scripted_gateway, scripted_policy, sandbox, db, store, toy_task, make_rollouts
+):
+    """``max_turns`` 2 on the default script (write, run, read back, say done: four calls): the real CLI stops
+    after its second model call, and the rollout is a completed one whose reason says the budget was spent."""
+    section = {"name": "claude-code", "bare": True, "max_turns": 2}
+    _, _, [rollout_id] = make_rollouts(toy_task, section)
+    attempt = claim(scripted_gateway.settings, db, store, rollout_id)
+    assert isinstance(attempt, Attempt)
+    outcome = execute_attempt(scripted_gateway.settings, db, store, sandbox, attempt)
+    with session_scope(db) as session:
+        rollout = session.get(Rollout, rollout_id)
+        assert rollout is not None
+        stdout = store.get_bytes(f"{rollout.logs_key}/harness.stdout").decode()[-2000:]
+        calls = session.scalars(select(Call).where(Call.rollout_id == rollout_id)).all()
+        verdict = (outcome.status, rollout.harness_outcome, rollout.error, len(calls))
+    assert verdict[:2] == ("finished", "completed"), (verdict, stdout)
+    assert len(calls) == 2 and '"subtype":"error_max_turns"' in stdout.replace(" ", ""), (verdict, stdout)

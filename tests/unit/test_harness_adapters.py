@@ -64,6 +64,21 @@ def test_claude_bare_option_passes_bare_and_keeps_the_gateway_binding() -> None:
         make_adapter("claude-code", {"bare": "true"})  # strict: a string is not a boolean
 
 
+def test_claude_turn_budget_passes_max_turns_and_ends_as_a_completed_rollout() -> None:
+    adapter = make_adapter("claude-code", {"bare": True, "max_turns": 6})
+    assert adapter.launch(REQUEST).argv[-3:] == ["--bare", "--max-turns", "6"]
+    spent = '{"type":"result","subtype":"error_max_turns","is_error":true,"num_turns":7}'
+    assert adapter.classify(HarnessRunResult(1, False, spent, "")) == HarnessVerdict(
+        "completed", "turn budget of 6 spent"
+    )
+    # a kill at the time limit stays a timeout, and a crash after the result stays a failure
+    assert adapter.classify(HarnessRunResult(None, True, spent, "")).outcome == "timeout"
+    assert adapter.classify(HarnessRunResult(139, False, spent, "")).outcome == "harness_error"
+    for bad in (0, "6"):
+        with pytest.raises(ValueError, match="max_turns"):
+            make_adapter("claude-code", {"max_turns": bad})
+
+
 def test_qwen_and_pi_use_the_chat_api_under_the_prefix() -> None:
     qwen = make_adapter("qwen-code").launch(REQUEST)
     assert qwen.env["OPENAI_BASE_URL"] == f"{REQUEST.base_url}/v1"

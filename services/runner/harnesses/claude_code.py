@@ -7,7 +7,9 @@ broken stream fails instead of re-sending every turn (docs/harnesses.md#claude-c
 Options: ``shared.harnesses.ClaudeCodeOptions``. ``bare`` adds ``--bare``: the tools are ``Bash``, ``Edit`` and
 ``Read`` (no ``Write``: files are written with ``Bash``), the system prompt is one line, and hooks, plugins,
 CLAUDE.md discovery and auto-memory are skipped; authentication is then only ``ANTHROPIC_API_KEY``, which is
-what we set. Checked on the pinned CLI by the real-CLI chain test (``claude-code-bare``).
+what we set. Checked on the pinned CLI by the real-CLI chain test (``claude-code-bare``). ``max_turns`` adds
+``--max-turns N``; the CLI then ends with the result subtype ``error_max_turns``, a completed rollout whose reason
+says the budget was spent.
 """
 
 from __future__ import annotations
@@ -44,11 +46,16 @@ QUIET_ENV = {
 }
 
 
+MAX_TURNS = "error_max_turns"
+"""The result subtype ``claude -p`` ends with when ``--max-turns`` stopped it."""
+
+
 class ClaudeCodeAdapter:
     name = "claude-code"
 
     def __init__(self, options: ClaudeCodeOptions | None = None) -> None:
-        self.bare = (options or ClaudeCodeOptions()).bare
+        options = options or ClaudeCodeOptions()
+        self.bare, self.max_turns = options.bare, options.max_turns
 
     def check_installed(self) -> None:
         require_npm_binary("claude")
@@ -81,6 +88,8 @@ class ClaudeCodeAdapter:
         ]  # fmt: skip
         if self.bare:
             argv.append("--bare")
+        if self.max_turns is not None:
+            argv += ["--max-turns", str(self.max_turns)]
         # Pre-accepting onboarding keeps the first start from asking anything.
         files = {".claude/.claude.json": json.dumps({"hasCompletedOnboarding": True})}
         return HarnessLaunch(argv, env, files, [npm_prefix()])
@@ -89,6 +98,8 @@ class ClaudeCodeAdapter:
         results = [event for event in json_lines(result.stdout) if event.get("type") == "result"]
         final = results[-1] if results else {}
         text = str(final.get("result", ""))
+        if final.get("subtype") == MAX_TURNS and result.exit_code in (0, 1) and not result.timed_out:
+            return HarnessVerdict("completed", f"turn budget of {self.max_turns} spent")
         failed = (
             final.get("is_error")
             or final.get("subtype", "success") != "success"
