@@ -597,6 +597,19 @@ def _cgroup_support() -> CgroupSupport:
     return CgroupSupport(version=None, reason=f"{v2_problem}; {v1_problem}")
 
 
+SYSTEM_BIN_DIRS = ("/usr/local/bin", "/usr/bin", "/bin")
+
+
+def with_directory(path: str, directory: str) -> str:
+    """``path`` with ``directory`` on it: as it is where it already holds it, else just before the first system
+    directory (so it wins over the system's ``python``, while what the caller put first stays first), else last."""
+    parts = [p for p in path.split(":") if p]
+    if directory in parts:
+        return path
+    at = next((i for i, p in enumerate(parts) if p in SYSTEM_BIN_DIRS), len(parts))
+    return ":".join([*parts[:at], directory, *parts[at:]])
+
+
 class Sandbox:
     """Runs commands confined; one instance per worker process (it probes bubblewrap once)."""
 
@@ -724,6 +737,9 @@ class Sandbox:
     # --- command lines ---------------------------------------------------------------------------------
 
     def _inner_env(self, env: Mapping[str, str] | None, home: str, workspace: str) -> dict[str, str]:
+        """The command's environment: ``env`` over the sandbox's own. The venv's ``bin`` stays on ``PATH`` even where
+        ``env`` sets one (every harness does): a task's test command (``python -m pytest ...``) then runs inside an
+        agent's shell as it does in the grader's, instead of ``python: not found``."""
         path = f"{self.venv}/bin:/usr/local/bin:/usr/bin:/bin" if self.venv.exists() else os.environ["PATH"]
         base = {
             "HOME": home,
@@ -733,7 +749,10 @@ class Sandbox:
             "PWD": workspace,
             "PYTHONDONTWRITEBYTECODE": "1",
         }
-        return {**base, **(env or {})}
+        merged = {**base, **(env or {})}
+        if self.venv.exists():
+            merged["PATH"] = with_directory(merged["PATH"], str(self.venv / "bin"))
+        return merged
 
     def _bwrap_command(
         self,

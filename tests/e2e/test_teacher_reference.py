@@ -1,7 +1,8 @@
 """``--teacher reference`` end to end: a collection run on swe_micro train tasks through the real, sandboxed
-mini-swe-agent CLI (its text-based config, and its tool-calling one), a gateway process, Celery runner and grader
+mini-swe-agent CLI (its text-based config, and its tool-calling one) and Claude Code (``--bare``), a gateway process, Celery runner and grader
 workers, Postgres, Redis and S3. The demonstrator reads the file, applies the reference fix, runs the tests and
-submits, as mini-swe-agent's one fenced block per answer or as calls of its bash tool; every rollout is multi-turn,
+submits, as mini-swe-agent's one fenced block per answer or as calls of its bash tool (Claude Code: its ``Bash``
+tool, and a closing sentence for the last step); every rollout is multi-turn,
 recorded as one chain with ``source = teacher`` and no logprobs, and the grader rewards it 1 like any rollout. The
 policy (the scripted policy upstream) is never asked."""
 
@@ -18,7 +19,7 @@ from shared.ids import new_id
 from shared.models import Call, Group, Reward, Rollout
 from shared.models import Task as TaskRow
 from shared.queues import ROLLOUTS_QUEUE
-from shared.trajectory import TEACHER, load_chain
+from shared.trajectory import TEACHER, load_chain, load_segment
 from tests.e2e.test_rollout_groups import enqueue, wait_for_group
 from tests.fixtures.services import run_row
 
@@ -29,7 +30,10 @@ CASES = {
     "text": ({"name": "mini-swe-agent"}, ("clamp-1", "leap-year-1")),
     # mini's default config: every answer calls its one bash tool, in the student's tool-call format
     "toolcall": ({"name": "mini-swe-agent", "config": "mini"}, ("sum-evens-1",)),
+    # claude -p --bare: Bash calls, then a closing sentence (the agent ends when the model stops calling tools)
+    "claude-code-bare": ({"name": "claude-code", "bare": True, "max_turns": 8}, ("clamp-1",)),
 }
+TOOL_CALLS = {"text": 0, "toolcall": 5, "claude-code-bare": 4}
 
 
 def collection_run(db, harness: dict, instance_ids: tuple[str, ...]) -> list[str]:  # type: ignore[no-untyped-def]
@@ -58,7 +62,7 @@ def collection_run(db, harness: dict, instance_ids: tuple[str, ...]) -> list[str
             session.add(
                 Rollout(
                     id=new_id("ro"), run_id=run.id, group_id=group.id, task_id=task_id, index_in_group=0,
-                    harness="mini-swe-agent",
+                    harness=harness["name"],
                 )
             )  # fmt: skip
             groups.append(group.id)
@@ -67,8 +71,11 @@ def collection_run(db, harness: dict, instance_ids: tuple[str, ...]) -> list[str
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_reference_teacher_collects_multi_turn_rollouts_the_grader_rewards(  # type: ignore[no-untyped-def]
-    case, celery_workers, scripted_gateway, scripted_policy, settings, db, store
+    case, celery_workers, scripted_gateway, scripted_policy, settings, db, store, tiny_model_dir
 ):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     env = {"HARNESSRL_GATEWAY_SOCKET": str(scripted_gateway.socket)}
     workers = [
         celery_workers("services.runner.tasks", [ROLLOUTS_QUEUE], env),
@@ -93,9 +100,12 @@ def test_a_reference_teacher_collects_multi_turn_rollouts_the_grader_rewards(  #
             )
             # look, read, write the fix, test, submit: five model calls, one chain the splice kept, all the teacher's
             assert len(calls) == 5, [c.finish_reason for c in calls]
+            # the test step ran the task's tests in the agent's shell (the sandbox venv's python on its PATH)
+            observed = tokenizer.decode(load_segment(store, calls[4].tokens_key).suffix_ids.tolist())
+            assert "passed" in observed and "not found" not in observed, observed[-600:]
             assert len({c.chain_id for c in calls}) == 1 and all(c.fork_reason is None for c in calls)
             assert all(c.source == TEACHER and c.notes["teacher"] == "reference" for c in calls)
-            assert sum(c.tool_call_count for c in calls) == (5 if case == "toolcall" else 0)
+            assert sum(c.tool_call_count for c in calls) == TOOL_CALLS[case]
             chain = load_chain(store, calls)
             assert all(s.source == TEACHER and np.isnan(s.sampled_logprobs).all() for s in chain.calls)
             # the workspace's diff is the reference fix: its added lines, and nothing the demonstration left behind

@@ -174,6 +174,21 @@ def test_only_the_gateway_is_reachable(
     assert len([line for line in lines if "blocked" in line]) == 5
 
 
+def test_an_agents_shell_runs_the_tasks_tests_though_the_harness_sets_its_own_path(
+    box: Sandbox, sandbox_dir: Path, limits: SandboxLimits
+) -> None:
+    """Every harness passes a ``PATH`` of its own (``base_env``: its npm prefix and the system's); the commands its
+    agent runs must still find the sandbox venv's ``python`` with pytest, as the grader's test run does. Before,
+    every test step of a demonstration answered ``python: not found`` (exit 127)."""
+    ws = _workspace(sandbox_dir)
+    (ws / "test_ok.py").write_text("def test_ok():\n    assert 1 + 1 == 2\n")
+    harness_path = "/opt/harnessrl/npm/bin:/usr/local/bin:/usr/bin:/bin"
+    shell = ["/bin/sh", "-c", "python -m pytest -q -p no:cacheprovider test_ok.py; echo PATH=$PATH"]
+    result = box.run(shell, ws, limits=limits, env={"PATH": harness_path})
+    assert result.ok and "1 passed" in result.stdout, (result.stdout, result.stderr)
+    assert f"PATH=/opt/harnessrl/npm/bin:{box.venv}/bin:/usr/local/bin:/usr/bin:/bin" in result.stdout
+
+
 def test_writes_outside_the_workspace_fail(box: Sandbox, sandbox_dir: Path, limits: SandboxLimits) -> None:
     token = secrets.token_hex(4)
     outside = sandbox_dir / f"outside-{token}"
