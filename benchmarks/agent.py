@@ -1,5 +1,6 @@
 """The agent path: an unmodified multi-turn agent (mini-swe-agent, its text-based config) learning on the small model
-(``harnessrl bench learning --harness mini-swe-agent``).
+(``harnessrl bench learning --harness mini-swe-agent``); ``--harness claude-code-bare`` runs the same path through
+``claude -p --bare`` (tool calls, a budget of 8 turns: ``AGENT_HARNESSES``).
 
 A 135M model does not start calling tools or writing fenced actions by itself (0 of 65 calls did, through three
 harnesses). The procedure is the practitioners' one, every stage through the REST API of one suite:
@@ -47,6 +48,7 @@ from benchmarks.recipe import (
     train,
 )
 from shared.db import make_engine
+from shared.harnesses import harness_config
 from shared.sampling_seed import stream_seed
 from shared.settings import Settings
 
@@ -54,9 +56,21 @@ AGENT = "mini-swe-agent"
 AGENT_HARNESS: dict[str, Any] = {"name": AGENT, "config": "mini_textbased", "step_limit": 8}
 """mini-swe-agent with the text-based config it ships (one fenced bash block per answer, no tools); 8 model calls
 at most: the demonstration takes 5 (look, read, write, test, submit)."""
+AGENT_HARNESSES: dict[str, dict[str, Any]] = {
+    AGENT: AGENT_HARNESS,
+    "claude-code-bare": {"name": "claude-code", "bare": True, "max_turns": 8},
+}
+"""``--harness`` of the agent path -> the harness it runs: mini-swe-agent (text actions), or Claude Code with
+``--bare`` (three tools: ``Bash``, ``Edit``, ``Read``; the demonstration's actions are ``Bash`` calls) and a budget
+of 8 turns."""
 ACTION = re.compile(r"```mswea_bash_command\s*\n(.*?)\n```", re.DOTALL)
 """mini-swe-agent's ``action_regex`` (``litellm_textbased_model.py``): a reply is an action when it holds exactly
 one match."""
+
+
+def text_actions(harness: dict[str, Any]) -> bool:
+    """Whether the harness takes its actions as text (mini-swe-agent's ``mini_textbased``), not as tool calls."""
+    return harness["name"] == AGENT and harness.get("config", "mini_textbased") == "mini_textbased"
 
 
 @dataclass(frozen=True)
@@ -188,7 +202,8 @@ def run_agent_learning(
         stages["eval_base"] = base.run_id
     if result.train_run is not None and result.eval_rl is not None:
         stages |= {"grpo": result.train_run, "eval_rl": result.eval_rl.run_id}
-    result.turns = {name: turn_figures(settings, run) for name, run in stages.items()}
+    textual = text_actions(dict(recipe.rl.harness))  # type: ignore[arg-type]
+    result.turns = {name: turn_figures(settings, run, textual) for name, run in stages.items()}
     return result
 
 
@@ -223,15 +238,17 @@ def grpo_timing(settings: Settings, run: str) -> dict[str, Any] | None:
 
 CALLS_SQL = """
 SELECT r.id AS rollout, c.id AS call_id, c.chain_id, c.fork_reason, c.prompt_tokens, c.completion_tokens,
-       c.finish_reason, c.tokens_key
+       c.finish_reason, c.tokens_key, c.tool_call_count, c.parse_error
 FROM rollouts r LEFT JOIN calls c ON c.rollout_id = r.id
 WHERE r.run_id = :run ORDER BY r.id, c.position
 """
 
 
-def turn_figures(settings: Settings, run_id: str) -> dict[str, Any]:
+def turn_figures(settings: Settings, run_id: str, textual: bool = True) -> dict[str, Any]:
     """How the rollouts of ``run_id`` went as agent loops: model calls, chains and forks per rollout (median,
-    mean), prompt and completion tokens per rollout, the share of the replies that are well-formed actions, and
+    mean), prompt and completion tokens per rollout, the share of the replies that are well-formed actions
+    (``textual``: exactly one ``ACTION`` block; else a tool call the gateway parsed, ``tool_call_count`` > 0 and no
+    ``parse_error``: a closing sentence is then no action, so a five-step demonstration scores 4 of 5), and
     how the rollouts ended (the last attempt's reason, e.g. mini-swe-agent's step limit or its repeated format
     errors; ``submitted`` for one that ended by itself)."""
     from transformers import AutoTokenizer
@@ -245,8 +262,9 @@ def turn_figures(settings: Settings, run_id: str) -> dict[str, Any]:
         if row["call_id"] is not None:
             by_rollout[row["rollout"]].append(row)
     tokenizer = AutoTokenizer.from_pretrained(str(settings.model_dir))
-    replies = reply_texts(settings, [r for calls in by_rollout.values() for r in calls], tokenizer)
-    well_formed = [len(ACTION.findall(t)) == 1 for t in replies]
+    all_calls = [r for calls in by_rollout.values() for r in calls]
+    replies = reply_texts(settings, all_calls, tokenizer)
+    well_formed = [is_action(row, reply, textual) for row, reply in zip(all_calls, replies, strict=True)]
     calls = [len(c) for c in by_rollout.values()]
     outcomes: dict[str, int] = {}
     for outcome in ended.values():
@@ -270,9 +288,18 @@ def turn_figures(settings: Settings, run_id: str) -> dict[str, Any]:
         ),
         "replies": len(replies),
         "well_formed_share": sum(well_formed) / len(well_formed) if well_formed else None,
+        "parse_errors": sum(r["parse_error"] is not None for r in all_calls),
         "cut_by_length": sum(r["finish_reason"] == "length" for c in by_rollout.values() for r in c),
         "outcomes": outcomes,
     }
+
+
+def is_action(call: Any, reply: str, textual: bool) -> bool:
+    """Whether a reply is a well-formed action: one ``ACTION`` block (``textual``), else a tool call the gateway
+    parsed (``call``: its ``tool_call_count`` and ``parse_error``)."""
+    if textual:
+        return len(ACTION.findall(reply)) == 1
+    return bool(call["tool_call_count"]) and call["parse_error"] is None
 
 
 def rollout_ends(settings: Settings, run_id: str) -> dict[str, str]:
@@ -348,6 +375,7 @@ def agent_arm(settings: Settings, recipe: AgentRecipe, quiet: bool) -> dict[str,
                 )
             )  # fmt: skip
     figures = asdict(result) | {
+        "agent": harness_config(**recipe.rl.harness).first_call_name,  # type: ignore[arg-type]
         "evals": {name: _eval_figures(ev) for name, ev in
                   (("demonstrations", result.demonstrations), ("base", result.eval_base), ("sft", result.eval_sft),
                    ("rl", result.eval_rl)) if ev is not None},
@@ -393,7 +421,7 @@ def _eval_figures(result: EvalResult) -> dict[str, Any]:
 
 def agent_table(figures: dict[str, Any]) -> str:
     """The one-run table of ``agent_arm``'s figures."""
-    lines = [f"agent learning bench (mini-swe-agent) — start: {figures['machine_start']}; end: {figures['machine_end']}",
+    lines = [f"agent learning bench ({figures.get('agent', AGENT)}) — start: {figures['machine_start']}; end: {figures['machine_end']}",
              "", "| stage | pass@1 (95 %) | well-formed replies | calls per rollout, median | tokens per rollout "
              "(prompt / completion, mean) | chains / forks per rollout (mean) | wall |", "|---|---|---|---|---|---|---|"]  # fmt: skip
     walls = figures["stage_wall_s"]

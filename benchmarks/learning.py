@@ -303,12 +303,12 @@ def _known_reward_fn(param: click.Parameter, value: str | None) -> str | None:
 )
 @click.option(
     "--harness",
-    type=click.Choice(["codeblock", "mini-swe-agent"]),
+    type=click.Choice(["codeblock", "mini-swe-agent", "claude-code-bare"]),
     default="codeblock",
     show_default=True,
     help="codeblock: one model call per rollout (the recipe). mini-swe-agent: the agent path "
     "(benchmarks/agent.py): reference demonstrations, SFT, evals of base and SFT, GRPO from the SFT version "
-    "through the agent, an eval of it.",
+    "through the agent, an eval of it. claude-code-bare: the same path through claude -p --bare (tool calls).",
 )
 @click.option(
     "--demo-tasks", type=click.IntRange(1, 10_000), help="mini-swe-agent: train tasks demonstrated."
@@ -370,11 +370,11 @@ def bench_learning(
         "demo_tasks": demo_tasks, "sft_epochs": sft_epochs, "sft_learning_rate": sft_learning_rate,
         "base_eval": base_eval,
     }  # fmt: skip
-    if harness == "mini-swe-agent":
-        bench_agent(overrides, grpo, agent, seeds, compare_lags, quiet, as_json)
+    if harness != "codeblock":
+        bench_agent(harness, overrides, grpo, agent, seeds, compare_lags, quiet, as_json)
         return
     if given := [f"--{k.replace('_', '-')}" for k, v in agent.items() if v is not None]:
-        raise click.UsageError(f"{', '.join(given)}: only with --harness mini-swe-agent")
+        raise click.UsageError(f"{', '.join(given)}: only with --harness mini-swe-agent or claude-code-bare")
     recipe = recipe_from_options(overrides, grpo)
     # A curriculum that cannot fill a step fails here, before a suite starts or an eval runs.
     curriculum_tasks(recipe, [t.instance_id for t in load_dataset(DATASET, recipe.splits[0])])
@@ -405,11 +405,12 @@ def bench_learning(
 
 
 def bench_agent(
-    overrides: dict[str, Any], grpo: dict[str, Any], agent: dict[str, Any], seeds: list[int], compare_lags: bool,
-    quiet: bool, as_json: bool,
+    harness: str, overrides: dict[str, Any], grpo: dict[str, Any], agent: dict[str, Any], seeds: list[int],
+    compare_lags: bool, quiet: bool, as_json: bool,
 ) -> None:  # fmt: skip
-    """``--harness mini-swe-agent``: the agent path (``benchmarks/agent.py``), one seed per invocation."""
-    from benchmarks.agent import AGENT_RECIPE, agent_arm
+    """``--harness mini-swe-agent`` or ``claude-code-bare``: the agent path (``benchmarks/agent.py``), one seed per
+    invocation."""
+    from benchmarks.agent import AGENT_HARNESSES, AGENT_RECIPE, agent_arm
     from benchmarks.recipe import suite_settings
     from shared.settings import get_settings
 
@@ -419,13 +420,14 @@ def bench_agent(
     ]
     if refused:
         raise click.UsageError(
-            f"{', '.join(refused)}: not with --harness mini-swe-agent (one seed per invocation: --seed S; the "
+            f"{', '.join(refused)}: not with --harness {harness} (one seed per invocation: --seed S; the "
             "held-out functions; no curriculum, the bundled solve rates are codeblock's)"
         )
     known = {f.name for f in fields(AGENT_RECIPE.rl)}
     rl = replace(
-        AGENT_RECIPE.rl, grpo=grpo, **{k: v for k, v in overrides.items() if v is not None and k in known}
-    )
+        AGENT_RECIPE.rl, grpo=grpo, harness=AGENT_HARNESSES[harness],
+        **{k: v for k, v in overrides.items() if v is not None and k in known},
+    )  # fmt: skip
     recipe = replace(AGENT_RECIPE, rl=rl, **{k: v for k, v in agent.items() if v is not None})
     settings = suite_settings(get_settings(), rl)
     figures = agent_arm(settings, recipe, quiet)

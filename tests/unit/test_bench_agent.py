@@ -8,7 +8,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from benchmarks.agent import ACTION, AGENT_RECIPE, agent_table, throughput_figures
+from benchmarks.agent import (
+    ACTION,
+    AGENT_HARNESSES,
+    AGENT_RECIPE,
+    agent_table,
+    is_action,
+    text_actions,
+    throughput_figures,
+)
 from benchmarks.learning import bench_learning
 
 pytestmark = pytest.mark.unit
@@ -45,6 +53,7 @@ def test_the_agent_recipe_drives_mini_swe_agent_text_based_without_the_codeblock
         (["--harness", "mini-swe-agent", "--compare-lags"], "--compare-lags: not with"),
         (["--demo-tasks", "8"], "--demo-tasks: only with --harness mini-swe-agent"),
         (["--no-base-eval"], "--base-eval: only with --harness mini-swe-agent"),
+        (["--harness", "claude-code-bare", "--seeds", "0,1"], "--seeds: not with --harness claude-code-bare"),
         (["--harness", "mini-swe-agent", "--demo-tasks", "0"], "0 is not in the range"),
     ],
 )
@@ -135,3 +144,26 @@ def test_the_loops_sampling_rate_is_set_beside_the_engines_own() -> None:
         "GRPO sampled 20 tokens/s over its wall time (40 while inference was busy); vLLM's own at concurrency 12: "
         "100 tokens/s (the loop 20% of it)" in table
     )
+
+
+def test_an_action_is_a_fenced_block_for_mini_swe_agent_and_a_parsed_tool_call_for_claude_code() -> None:
+    assert text_actions(AGENT_HARNESSES["mini-swe-agent"])
+    assert not text_actions({"name": "mini-swe-agent", "config": "mini"})
+    assert not text_actions(AGENT_HARNESSES["claude-code-bare"])
+    block = "THOUGHT: look\n\n```mswea_bash_command\nls\n```"
+    assert is_action({"tool_call_count": 0, "parse_error": None}, block, textual=True)
+    assert not is_action({"tool_call_count": 0, "parse_error": None}, block, textual=False)
+    assert is_action({"tool_call_count": 1, "parse_error": None}, "", textual=False)
+    assert not is_action({"tool_call_count": 0, "parse_error": "bad JSON"}, "<tool_call>{", textual=False)
+
+
+def test_the_claude_code_rung_asks_for_bare_claude_with_a_turn_budget() -> None:
+    from dataclasses import replace
+
+    from benchmarks.recipe import training_run_body
+    from services.api.schemas import RunCreate
+
+    rl = replace(AGENT_RECIPE.rl, harness=AGENT_HARNESSES["claude-code-bare"], init="sft_abc")
+    body = RunCreate.model_validate(training_run_body(rl, "small", ["clamp-1"]))
+    assert body.harness.name == "claude-code" and body.harness.bare  # type: ignore[union-attr]
+    assert body.harness.max_turns == 8  # type: ignore[union-attr]
