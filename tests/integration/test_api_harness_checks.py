@@ -91,7 +91,9 @@ def test_claude_code_on_the_tiny_model_is_warned_and_refused_when_strict(api: ht
     # claude -p --bare: 3 tools and a one-line system prompt, ~1.5k tokens; its own capture is counted
     bare = api.post("/v1/runs", json=body({"name": "claude-code", "bare": True}, strict=True))
     assert bare.status_code == 201 and bare.json()["warnings"] == [], bare.text
-    assert bare.json()["config"]["harness"] == {"name": "claude-code", "bare": True}, bare.json()["config"]
+    assert bare.json()["config"]["harness"] == {"name": "claude-code", "bare": True, "max_turns": None}, (
+        bare.json()["config"]
+    )
 
 
 def test_the_cli_prints_the_warning_and_strict_fails(api: httpx.Client, settings_env) -> None:  # type: ignore[no-untyped-def]
@@ -114,5 +116,7 @@ def test_the_cli_prints_the_warning_and_strict_fails(api: httpx.Client, settings
     bare = subprocess.run(bare_argv, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert bare.returncode == 0 and "warning" not in bare.stderr, bare.stderr
     created = json.loads(bare.stdout)
-    assert created["config"]["harness"] == {"name": "claude-code", "bare": True}, created["config"]
+    assert created["config"]["harness"] == {"name": "claude-code", "bare": True, "max_turns": None}, created[
+        "config"
+    ]
     assert created["progress"]["tasks"] == len(load_dataset("swe_micro", "train")), created["progress"]
