@@ -186,7 +186,7 @@ def run_agent_learning(
     sft = timed("eval_sft_s", evaluate, suite, settings, recipe.rl, eval_split, "eval-sft",
                 progress_for("eval SFT version", eval_total), sft_run)  # fmt: skip
     result = AgentResult(
-        recipe=recipe.as_dict(), demonstrations=demos, sft_run=sft_run, sft_steps=learner_steps(settings, sft_run),
+        recipe=recipe.as_dict(), demonstrations=demos, sft_run=sft_run, sft_steps=learner_steps(run_steps(settings, sft_run)),
         eval_base=base, eval_sft=sft, stage_wall_s=walls,
     )  # fmt: skip
     if recipe.rl.steps > 0:
@@ -195,8 +195,8 @@ def run_agent_learning(
         result.eval_rl = timed("eval_rl_s", evaluate, suite, settings, rl, eval_split, "eval-rl",
                                progress_for("eval GRPO version", eval_total), result.train_run)  # fmt: skip
         result.reward_per_step = collect(settings, result.train_run)[0]
-        result.grpo_steps = learner_steps(settings, result.train_run)
-        result.grpo_timing = grpo_timing(settings, result.train_run)
+        rows = run_steps(settings, result.train_run)
+        result.grpo_steps, result.grpo_timing = learner_steps(rows), grpo_timing(rows)
     stages = {"demonstrations": demos.run_id, "eval_sft": sft.run_id}
     if base is not None:
         stages["eval_base"] = base.run_id
@@ -207,12 +207,17 @@ def run_agent_learning(
     return result
 
 
-def learner_steps(settings: Settings, run: str) -> list[dict[str, Any]]:
+def run_steps(settings: Settings, run: str) -> list[dict[str, Any]]:
+    """A run's steps as the api returns them (``step_metrics`` of ``GET /v1/runs/{id}``)."""
+    return list(api(settings, "GET", f"/v1/runs/{run}")["step_metrics"])
+
+
+def learner_steps(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """An SFT or GRPO run's steps: loss, reward, tokens trained, computed and their lower bound (the batch's
     distinct prefix tokens), step time."""
     from shared.step_record import StepRecord
 
-    records = [StepRecord.from_row(s) for s in api(settings, "GET", f"/v1/runs/{run}")["step_metrics"]]
+    records = [StepRecord.from_row(s) for s in rows]
     return [
         {
             "step": r.step,
@@ -228,11 +233,11 @@ def learner_steps(settings: Settings, run: str) -> list[dict[str, Any]]:
     ]
 
 
-def grpo_timing(settings: Settings, run: str) -> dict[str, Any] | None:
-    """``step_figures`` of the GRPO run (None when no step carries a window)."""
+def grpo_timing(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """``step_figures`` of the GRPO run's steps (None when no step carries a window)."""
     from services.cli.step_figures import step_figures
 
-    timing = step_figures(api(settings, "GET", f"/v1/runs/{run}")["step_metrics"])
+    timing = step_figures(rows)
     return None if timing is None else timing.as_dict()
 
 
