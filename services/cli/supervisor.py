@@ -81,6 +81,7 @@ class _Running:
     restarts: int = 0
     down_reported: bool = False
     held_reported: bool = False
+    pump: threading.Thread | None = None
 
 
 class Supervisor:
@@ -141,7 +142,10 @@ class Supervisor:
             preexec_fn=None if spec.cpus is None else functools.partial(os.sched_setaffinity, 0, spec.cpus),
         )
         running = _Running(spec, proc, time.monotonic(), restarts=restarts)
-        threading.Thread(target=self._pump, args=(running,), daemon=True, name=f"log-{spec.name}").start()
+        running.pump = threading.Thread(
+            target=self._pump, args=(running,), daemon=True, name=f"log-{spec.name}"
+        )
+        running.pump.start()
         self.running[spec.name] = running
         return running
 
@@ -154,16 +158,23 @@ class Supervisor:
         spec = running.spec
         deadline = time.monotonic() + spec.ready_timeout_s
         while time.monotonic() < deadline:
-            if running.proc.poll() is not None:
-                tail = "\n".join(running.tail[-30:])
-                raise ServiceFailed(
-                    f"{spec.name} exited with code {running.proc.returncode} while starting:\n{tail}"
-                )
-            if spec.ready("\n".join(running.tail)):
+            code = running.proc.poll()
+            if code is not None and running.pump is not None:
+                # Its last lines may still be in the pipe: read them before judging (on a loaded machine the
+                # reader thread runs behind the exit).
+                running.pump.join(timeout=5.0)
+            finished = code == 0 and spec.done_on_success
+            if (code is None or finished) and spec.ready("\n".join(running.tail)):
+                # A job that said it was ready and has already finished is started too: poll() lets it go.
                 self.note(
                     f"{spec.name} ready in {time.monotonic() - running.started_at:.1f}s (pid {running.proc.pid})"
                 )
                 return
+            if code is not None:
+                tail = "\n".join(running.tail[-30:])
+                raise ServiceFailed(
+                    f"{spec.name} exited with code {running.proc.returncode} while starting:\n{tail}"
+                )
             time.sleep(0.2)
         raise ServiceFailed(
             f"{spec.name} not ready after {spec.ready_timeout_s:.0f}s:\n" + "\n".join(running.tail[-30:])

@@ -68,6 +68,44 @@ def test_a_service_that_crashes_while_starting_is_named_with_its_log(supervisor:
         supervisor.start(ServiceSpec("api", crashes, log_ready("never")))
 
 
+def test_a_job_that_finishes_before_its_readiness_is_checked_is_started_and_let_go(
+    supervisor: Supervisor,
+) -> None:
+    # It says it is ready and exits at once: on a loaded machine the exit is seen before the marker is read.
+    instant = python("print('ready.', flush=True)")
+    supervisor.start(ServiceSpec("learner-y", instant, log_ready("ready."), done_on_success=True))
+    supervisor.running["learner-y"].proc.wait(10)
+
+    assert supervisor.poll() == []
+    assert supervisor.events[-1] == "learner-y exited with code 0"
+
+
+def test_a_crash_is_reported_with_its_last_lines_though_they_were_still_in_the_pipe(
+    supervisor: Supervisor,
+) -> None:
+    # On a loaded machine the reader thread runs behind the exit, so the cause is still in the pipe when the exit is
+    # seen. Made certain here: a forked child of the service writes the cause 0.5 s after the service exited; the
+    # report waits for the pipe to close.
+    late = python(
+        "import os, sys, time\n"
+        "if os.fork() == 0:\n"
+        "    time.sleep(0.5); print('cannot bind port 8301', flush=True); os._exit(0)\n"
+        "print('starting', flush=True); sys.exit(3)\n"
+    )
+    with pytest.raises(
+        ServiceFailed, match=r"(?s)api exited with code 3 while starting:\nstarting\ncannot bind port 8301$"
+    ):
+        supervisor.start(ServiceSpec("api", late, log_ready("never")))
+
+
+def test_a_job_that_finishes_without_saying_it_is_ready_failed_to_start(supervisor: Supervisor) -> None:
+    silent = python("print('nothing to do')")
+    with pytest.raises(
+        ServiceFailed, match=r"(?s)learner-z exited with code 0 while starting:.*nothing to do"
+    ):
+        supervisor.start(ServiceSpec("learner-z", silent, log_ready("ready."), done_on_success=True))
+
+
 def test_logs_are_merged_with_a_prefix_and_stop_all_stops_everything(tmp_path: Path) -> None:
     out = io.StringIO()
     supervisor = Supervisor(tmp_path / "up.log", dict(os.environ), echo=True, out=out)
