@@ -35,6 +35,7 @@ from typing import Any
 import click
 
 from benchmarks.learning_seeds import (
+    keep_record,
     paired_figures,
     plot_seeds,
     reference_share,
@@ -381,10 +382,13 @@ def bench_learning(
     settings = suite_settings(get_settings(), recipe)
     if seeds:
         records = []
+        kept = settings.data_dir / "bench" / f"learning-seeds-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
         for seed in seeds:
             png = None if out is None else out.with_name(f"{out.stem}-seed{seed}{out.suffix}")
             records.append(arm(settings, replace(recipe, seed=seed), png, quiet, controls))
             records[-1].pop("table")
+            keep_record(kept, records[-1])
+            click.echo(f"seed {seed} done; its record is kept in {kept} (--pool reads it)", err=True)
         emit_report(settings, records, out, as_json)
         return
     if not compare_lags:

@@ -19,6 +19,7 @@ task's problem statement; what the policy solves from the code alone or from ans
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from statistics import mean
 from typing import Any
@@ -92,6 +93,14 @@ def reference_matches(recipe: Any, answers: list[tuple[str, str]]) -> dict[str, 
         "answers": len(answers), "equal_to_training_reference": equal, "unreadable_patches": unreadable,
         "share": equal / len(answers) if answers else None, "training_references": len(references),
     }  # fmt: skip
+
+
+def keep_record(path: Path, record: dict[str, Any]) -> None:
+    """Append one finished seed's record to ``path`` (JSON Lines), so that the seeds a long ``--seeds`` run has
+    finished survive its stop or crash: ``--pool path`` reads them back."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write(json.dumps(record, default=str) + "\n")
 
 
 def _pairs(record: dict[str, Any]) -> dict[str, list[Pair]]:

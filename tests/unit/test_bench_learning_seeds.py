@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from benchmarks.learning import bench_learning
-from benchmarks.learning_seeds import PAIRS_KEY, report, report_table
+from benchmarks.learning_seeds import PAIRS_KEY, keep_record, report, report_table
 from benchmarks.recipe import RECIPE
 from shared.paired_stats import Pair, compare, compare_pooled
 from shared.tensorboard import read_scalars
@@ -104,6 +104,18 @@ def test_pool_reads_a_json_lines_file_of_seed_records_kept_over_several_sittings
     figures = json.loads(result.output)
     assert figures["pooled"] == report(records())["pooled"]
     assert [s["seed"] for s in figures["per_seed"]] == [0, 1, 2]
+
+
+def test_the_seeds_a_stopped_run_finished_are_kept_as_they_finish_and_pool(tmp_path: Path) -> None:
+    # ``--seeds`` appends each finished seed's record (with the bench's own keys beside the report's) before the
+    # next seed starts; a run stopped in seed 2 leaves seeds 0-1 for ``--pool``.
+    kept = tmp_path / "bench" / "learning-seeds-x.jsonl"
+    for r in records()[1:]:
+        keep_record(kept, r | {"stages_s": {"rollouts_s": 1.5}, "train_run_dir": tmp_path})
+    assert [json.loads(line)["seed"] for line in kept.read_text().splitlines()] == [0, 1]
+    result = _invoke(["--pool", str(kept), "--json"], tmp_path)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["pooled"] == report(records()[1:])["pooled"]
 
 
 @pytest.mark.parametrize(
