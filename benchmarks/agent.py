@@ -45,6 +45,7 @@ from benchmarks.recipe import (
     evaluate,
     follow_run,
     run_eval,
+    step_metrics,
     train,
 )
 from shared.db import make_engine
@@ -186,7 +187,7 @@ def run_agent_learning(
     sft = timed("eval_sft_s", evaluate, suite, settings, recipe.rl, eval_split, "eval-sft",
                 progress_for("eval SFT version", eval_total), sft_run)  # fmt: skip
     result = AgentResult(
-        recipe=recipe.as_dict(), demonstrations=demos, sft_run=sft_run, sft_steps=learner_steps(run_steps(settings, sft_run)),
+        recipe=recipe.as_dict(), demonstrations=demos, sft_run=sft_run, sft_steps=learner_steps(step_metrics(settings, sft_run)),
         eval_base=base, eval_sft=sft, stage_wall_s=walls,
     )  # fmt: skip
     if recipe.rl.steps > 0:
@@ -195,7 +196,7 @@ def run_agent_learning(
         result.eval_rl = timed("eval_rl_s", evaluate, suite, settings, rl, eval_split, "eval-rl",
                                progress_for("eval GRPO version", eval_total), result.train_run)  # fmt: skip
         result.reward_per_step = collect(settings, result.train_run)[0]
-        rows = run_steps(settings, result.train_run)
+        rows = step_metrics(settings, result.train_run)
         result.grpo_steps, result.grpo_timing = learner_steps(rows), grpo_timing(rows)
     stages = {"demonstrations": demos.run_id, "eval_sft": sft.run_id}
     if base is not None:
@@ -205,11 +206,6 @@ def run_agent_learning(
     textual = text_actions(dict(recipe.rl.harness))  # type: ignore[arg-type]
     result.turns = {name: turn_figures(settings, run, textual) for name, run in stages.items()}
     return result
-
-
-def run_steps(settings: Settings, run: str) -> list[dict[str, Any]]:
-    """A run's steps as the api returns them (``step_metrics`` of ``GET /v1/runs/{id}``)."""
-    return list(api(settings, "GET", f"/v1/runs/{run}")["step_metrics"])
 
 
 def learner_steps(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

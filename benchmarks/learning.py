@@ -49,14 +49,6 @@ from shared.machine import describe_machine
 COMPARED_LAGS = (0, 1)
 
 
-def training_rows(settings: Any, train_run: str) -> list[dict[str, Any]]:
-    """The training run's steps as the api returns them (``step_figures`` reads them as ``StepRecord``s), each
-    with its stale-group count."""
-    from benchmarks.recipe import api
-
-    return list(api(settings, "GET", f"/v1/runs/{train_run}")["step_metrics"])
-
-
 def _timing_rows(figures: StepFigures | None) -> list[str]:
     if figures is None:
         return ["| time per step | not measured (the steps rows carry no window) |"]
@@ -479,7 +471,7 @@ def arm(
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from benchmarks.recipe import plot, run_learning
+    from benchmarks.recipe import plot, run_learning, step_metrics
     from services.cli.up import cpu_split, running_suite
 
     machine_start = describe_machine()
@@ -497,7 +489,7 @@ def arm(
 
         result = run_learning(suite, suite.settings, recipe, progress_for)
         png = plot(result, out or suite.settings.data_dir / "bench" / f"learning-{result.train_run}.png")
-        rows = training_rows(suite.settings, result.train_run)
+        rows = step_metrics(suite.settings, result.train_run)
         paired = paired_figures(suite.settings, result.eval_before.run_id, result.eval_after.run_id)
         controls = None
         if with_controls:

@@ -309,11 +309,16 @@ SELECT (SELECT sum(t.duration_s) FROM trajectories t JOIN rollouts r ON r.id = t
 """
 
 
+def step_metrics(settings: Settings, run: str) -> list[dict[str, Any]]:
+    """A run's learner steps as the api returns them (``step_metrics`` of ``GET /v1/runs/{id}``)."""
+    return list(api(settings, "GET", f"/v1/runs/{run}")["step_metrics"])
+
+
 def step_rows(settings: Settings, train_run: str) -> list[dict[str, Any]]:
     """The training run's learner steps, read through the api (``StepRecord``s), as the report's rows."""
     from shared.step_record import StepRecord
 
-    records = [StepRecord.from_row(s) for s in api(settings, "GET", f"/v1/runs/{train_run}")["step_metrics"]]
+    records = [StepRecord.from_row(s) for s in step_metrics(settings, train_run)]
     return [
         {"step": r.step, "policy_version": r.policy_version, "loss": r.update.loss, "step_time_s": r.step_time_s,
          "groups_trained": r.groups_trained, "groups_zero_variance": r.groups_zero_variance,
